@@ -1,0 +1,47 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "pinproxy",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "pinproxy", targets: ["pinproxy"])
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
+        .package(url: "https://github.com/jpsim/Yams", exact: "6.2.2"),
+    ],
+    targets: [
+        // System libraries (STACK.md variant B: one libevent module, explicit links, no duplicate libevent.so).
+        .systemLibrary(name: "CLibevent", pkgConfig: "libevent_core", providers: [.apt(["libevent-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        // Only macros and variadics that Swift cannot import; no logic.
+        .target(name: "CShims", dependencies: ["COpenSSL", "CLibevent"]),
+
+        // Pure policy: no sockets, no OpenSSL.
+        .target(name: "PinPolicy", dependencies: [.product(name: "Yams", package: "Yams")]),
+        // Certificate facts and chain validation through OpenSSL; fills PinPolicy's value types.
+        .target(name: "TLSInspection", dependencies: ["COpenSSL", "CShims", "PinPolicy"]),
+        // The libevent proxy.
+        .target(
+            name: "ProxyCore",
+            dependencies: [
+                "CLibevent", "COpenSSL", "CShims", "TLSInspection", "PinPolicy",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        .executableTarget(
+            name: "pinproxy",
+            dependencies: [
+                "ProxyCore", "TLSInspection", "PinPolicy",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+
+        .testTarget(name: "PinPolicyTests", dependencies: ["PinPolicy"]),
+        .testTarget(
+            name: "TLSInspectionTests", dependencies: ["TLSInspection", "PinPolicy"],
+            exclude: ["Fixtures"]),
+        .testTarget(name: "CLITests", dependencies: ["pinproxy", "PinPolicy"]),
+    ]
+)

@@ -1,0 +1,115 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// An IPv4 or IPv6 address as bytes. Only canonical text is accepted: a dotted quad of four decimal
+/// numbers without leading zeros for IPv4 (`127.1`, `0x7f.0.0.1` and `2130706433` are not addresses
+/// here, because resolvers disagree on what they mean), and RFC 4291 text without a zone id for IPv6.
+public struct IPAddress: Hashable, Sendable, CustomStringConvertible {
+    /// 4 bytes (IPv4) or 16 bytes (IPv6), network order.
+    public let bytes: [UInt8]
+
+    public init?(bytes: [UInt8]) {
+        guard bytes.count == 4 || bytes.count == 16 else { return nil }
+        self.bytes = bytes
+    }
+
+    public var isIPv4: Bool { bytes.count == 4 }
+
+    /// Parses canonical IPv4 or IPv6 text (no brackets, no zone id).
+    public init?(_ text: String) {
+        if let v4 = IPAddress.parseDottedQuad(Substring(text)) {
+            self.bytes = v4
+        } else if text.contains(":"), !text.contains("%"), text.utf8.allSatisfy({ $0 < 0x80 }) {
+            var raw = in6_addr()
+            guard inet_pton(AF_INET6, text, &raw) == 1 else { return nil }
+            self.bytes = withUnsafeBytes(of: &raw) { Array($0) }
+        } else {
+            return nil
+        }
+    }
+
+    /// `a.b.c.d`, each 0–255 in decimal without leading zeros.
+    static func parseDottedQuad(_ text: Substring) -> [UInt8]? {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 4 else { return nil }
+        var out: [UInt8] = []
+        for part in parts {
+            guard (1...3).contains(part.utf8.count), part.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+            if part.utf8.count > 1 && part.utf8.first == 0x30 { return nil }
+            guard let value = Int(part), value <= 255 else { return nil }
+            out.append(UInt8(value))
+        }
+        return out
+    }
+
+    /// The IPv4 address inside an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`), or self.
+    public var unmapped: IPAddress {
+        guard bytes.count == 16, bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff else {
+            return self
+        }
+        return IPAddress(bytes: Array(bytes[12..<16]))!
+    }
+
+    public var description: String {
+        if isIPv4 { return bytes.map(String.init).joined(separator: ".") }
+        var raw = in6_addr()
+        withUnsafeMutableBytes(of: &raw) { $0.copyBytes(from: bytes) }
+        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        guard inet_ntop(AF_INET6, &raw, &buffer, socklen_t(buffer.count)) != nil else { return "?" }
+        return String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// How the address is written inside an authority: IPv6 in brackets.
+    public var authorityText: String { isIPv4 ? description : "[\(description)]" }
+}
+
+/// An address range: `10.0.0.0/8`, `2001:db8::/32`, or one address (`/32`, `/128`).
+public struct CIDR: Hashable, Sendable, CustomStringConvertible {
+    public let network: IPAddress
+    public let prefixLength: Int
+
+    public init?(network: IPAddress, prefixLength: Int) {
+        guard prefixLength >= 0, prefixLength <= network.bytes.count * 8 else { return nil }
+        self.network = network
+        self.prefixLength = prefixLength
+    }
+
+    /// `addr` or `addr/len`. An IPv4-mapped IPv6 network is read as the IPv4 one, so that it matches
+    /// the unmapped addresses it is compared with.
+    public init?(_ text: String) {
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count <= 2, let address = IPAddress(String(parts[0])) else { return nil }
+        var length = address.bytes.count * 8
+        if parts.count == 2 {
+            let digits = parts[1]
+            guard (1...3).contains(digits.count), digits.allSatisfy(\.isASCII), let n = Int(digits),
+                  !(digits.count > 1 && digits.first == "0"), n <= length else { return nil }
+            length = n
+        }
+        if address.unmapped.isIPv4, !address.isIPv4 {
+            guard length >= 96 else { return nil }
+            self.init(network: address.unmapped, prefixLength: length - 96)
+        } else {
+            self.init(network: address, prefixLength: length)
+        }
+    }
+
+    /// Whether the (unmapped) address lies in this range. IPv4 ranges never contain IPv6 addresses.
+    public func contains(_ address: IPAddress) -> Bool {
+        let candidate = address.unmapped
+        guard candidate.bytes.count == network.bytes.count else { return false }
+        var remaining = prefixLength
+        for (a, b) in zip(candidate.bytes, network.bytes) where remaining > 0 {
+            let bits = min(8, remaining)
+            let mask: UInt8 = bits == 8 ? 0xff : ~(0xff >> UInt8(bits))
+            if a & mask != b & mask { return false }
+            remaining -= bits
+        }
+        return true
+    }
+
+    public var description: String { "\(network)/\(prefixLength)" }
+}

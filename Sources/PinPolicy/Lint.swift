@@ -1,0 +1,122 @@
+import Foundation
+
+/// A warning about a policy that loads but is likely to hurt: rotation hygiene (POLICY.md) and
+/// exclusions that should be visible choices.
+public struct LintWarning: Hashable, Sendable, CustomStringConvertible {
+    public let line: Int
+    /// Stable code, also used in log lines.
+    public let code: String
+    public let message: String
+
+    public var description: String { "line \(line): warning[\(code)]: \(message)" }
+}
+
+extension Policy {
+    public func lint(at now: Date) -> [LintWarning] {
+        var warnings: [LintWarning] = []
+        func warn(_ line: Int, _ code: String, _ message: String) {
+            warnings.append(LintWarning(line: line, code: code, message: message))
+        }
+        let soon: TimeInterval = 30 * 86400
+        for rule in rules where rule.mode != .unpinned {
+            let distinct = Set(rule.pins.map(\.pin))
+            if defaults.requireBackup == .warn, rule.mode == .enforce, distinct.count < 2 {
+                warn(rule.line, "missing_backup_pin", "the rule for '\(rule.name)' has only one distinct pin; when that key is rotated every CONNECT is refused. Add a backup: a key kept offline, or the issuing CA (at: ca)")
+            }
+            if !rule.pins.isEmpty, rule.pins.allSatisfy({ $0.pin.kind == .cert && $0.position == .leaf }) {
+                warn(rule.line, "cert_leaf_pins_only", "the rule for '\(rule.name)' pins only whole leaf certificates (cert-sha256); every renewal breaks it, even with the same key. Prefer spki-sha256 pins")
+            }
+            for entry in rule.pins where entry.pin.kind == .cert {
+                if let notAfter = entry.notAfter, notAfter.timeIntervalSince(now) < soon {
+                    warn(entry.line, "pinned_cert_expires_soon", "the pinned certificate \(entry.file ?? "") expires \(RFC3339.format(notAfter)); its cert-sha256 pin stops matching at renewal")
+                }
+            }
+            for entry in rule.pins where deny.contains(entry.pin) {
+                warn(entry.line, "pin_denylisted", "\(entry.pin) is accepted by the rule for '\(rule.name)' and also in deny:; the deny list wins")
+            }
+            if let expires = rule.expires {
+                if expires <= now {
+                    warn(rule.line, "rule_expired", "the rule for '\(rule.name)' expired \(RFC3339.format(expires)) (on_expiry: \(rule.onExpiry?.rawValue ?? "?")); refresh its pins and its expires")
+                } else if expires.timeIntervalSince(now) < soon {
+                    warn(rule.line, "rule_expires_soon", "the rule for '\(rule.name)' expires \(RFC3339.format(expires)); refresh its pins and its expires before then")
+                }
+            }
+        }
+        for rule in rules where rule.mode != .enforce {
+            if let broader = broaderEnforcedRule(than: rule) {
+                warn(rule.line, "weaker_rule_shadows_enforced", "the rule for '\(rule.name)' (mode: \(rule.mode.rawValue)) is chosen for names that the enforced rule for '\(broader.name)' at line \(broader.line) would otherwise pin; make sure this exclusion is intended")
+            }
+        }
+        if let debug {
+            if debug.until > now {
+                warn(debug.line, "debug_bypass_present", "a debug bypass for \(debug.hosts.map(\.description).joined(separator: ", ")) is in force until \(RFC3339.format(debug.until)) whenever pinproxy runs with --debug-bypass; remove it when done")
+            } else {
+                warn(debug.line, "debug_bypass_expired", "the debug bypass ended \(RFC3339.format(debug.until)); remove the debug: section")
+            }
+        }
+        return warnings.sorted { $0.line < $1.line }
+    }
+
+    /// An enforced rule that would apply to the names of `rule` if `rule` were not there.
+    private func broaderEnforcedRule(than rule: Rule) -> Rule? {
+        let sample: Authority
+        switch rule.pattern {
+        case .host(.exact(let s)), .host(.anyDepth(let s)):
+            sample = Authority(target: .name(s), port: rule.ports?.first ?? proxy.allowedPorts.first ?? 443)
+        case .host(.oneLabel(let s)):
+            sample = Authority(target: .name("x." + s), port: rule.ports?.first ?? proxy.allowedPorts.first ?? 443)
+        case .ip(let c):
+            sample = Authority(target: .ip(c.network), port: rule.ports?.first ?? proxy.allowedPorts.first ?? 443)
+        }
+        let others = Policy(source: source, proxy: proxy, defaults: defaults, rules: rules.filter { $0 != rule })
+        guard let fallback = others.rule(for: sample), fallback.mode == .enforce else { return nil }
+        return fallback
+    }
+
+    /// What happens to a CONNECT target, in words: which rule applies and why, and the pins it accepts.
+    public func explain(_ authority: Authority) -> [String] {
+        var lines = ["CONNECT \(authority)"]
+        switch admit(authority, client: nil) {
+        case .decided(.refused(let reason), _):
+            switch reason {
+            case .portNotAllowed:
+                lines.append("refused before any rule: port \(authority.port) is not in proxy.allowed_ports (\(proxy.allowedPorts.map(String.init).joined(separator: ", "))) → 403")
+            case .destinationProhibited:
+                lines.append("refused before any rule: the address is in proxy.deny_destinations (\(proxy.denyDestinations)) → 403")
+            case .unpinnedDenied:
+                lines.append("no rule matches; defaults.unpinned is deny → refused with 403")
+            default:
+                lines.append("refused: \(reason.rawValue)")
+            }
+        case .decided(.unpinned(.noRule), _):
+            lines.append("no rule matches; defaults.unpinned is allow → tunnelled without any certificate check (logged as tunnel_unpinned)")
+        case .decided(_, let rule?):
+            lines.append("rule at line \(rule.line): '\(rule.name)' (mode: unpinned) → tunnelled without any certificate check")
+            lines += candidatesNote(authority, chosen: rule)
+        case .decided:
+            break
+        case .probe(let rule):
+            lines.append("rule at line \(rule.line): '\(rule.name)', mode: \(rule.mode.rawValue), trust: \(rule.trust)" + (rule.pinset.map { ", pinset: \($0)" } ?? ""))
+            lines += candidatesNote(authority, chosen: rule)
+            lines.append("the chain must validate under trust \(rule.trust) with the hostname check; then one of these pins must match:")
+            for entry in rule.pins {
+                lines.append("  \(entry.pin)  at: \(entry.position.rawValue)" + (entry.label.map { "  (\($0))" } ?? ""))
+            }
+            switch rule.mode {
+            case .report: lines.append("no match → tunnelled anyway and logged as would-refuse (mode: report)")
+            default: lines.append("no match → refused with 502 Certificate Pin Mismatch")
+            }
+            if let expires = rule.expires { lines.append("expires \(RFC3339.format(expires)); after that: on_expiry \(rule.onExpiry?.rawValue ?? "?")") }
+        }
+        if let debug, debug.covers(authority.target) {
+            lines.append("debug bypass covers this host until \(RFC3339.format(debug.until)) when pinproxy runs with --debug-bypass")
+        }
+        return lines
+    }
+
+    private func candidatesNote(_ authority: Authority, chosen: Rule) -> [String] {
+        let others = rules.filter { $0.applies(to: authority) && $0 != chosen }
+        guard !others.isEmpty else { return [] }
+        return ["also matching but less specific (never combined): " + others.map { "'\($0.name)' (line \($0.line))" }.joined(separator: ", ")]
+    }
+}

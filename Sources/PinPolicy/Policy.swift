@@ -1,0 +1,144 @@
+import Foundation
+
+/// The loaded configuration and pin policy: an immutable snapshot. Each CONNECT is judged by the
+/// snapshot in force when it arrived; a reload makes a new one.
+public struct Policy: Hashable, Sendable {
+    public var source: String
+    public var proxy: ProxySettings
+    public var defaults: PolicyDefaults
+    /// `resolve:`: name → addresses, tried before DNS.
+    public var resolve: [String: [IPAddress]]
+    /// Keys known to be compromised.
+    public var deny: [Pin]
+    public var pinsets: [String: [PinEntry]]
+    /// In file order.
+    public var rules: [Rule]
+    public var debug: DebugBypass?
+
+    public init(source: String = "<memory>", proxy: ProxySettings = ProxySettings(), defaults: PolicyDefaults,
+                resolve: [String: [IPAddress]] = [:], deny: [Pin] = [], pinsets: [String: [PinEntry]] = [:],
+                rules: [Rule] = [], debug: DebugBypass? = nil) {
+        self.source = source
+        self.proxy = proxy
+        self.defaults = defaults
+        self.resolve = resolve
+        self.deny = deny
+        self.pinsets = pinsets
+        self.rules = rules
+        self.debug = debug
+    }
+
+    /// The single most specific rule for a CONNECT target, or nil. Rules never union.
+    public func rule(for authority: Authority) -> Rule? {
+        rules.filter { $0.applies(to: authority) }.min { $0.specificity < $1.specificity }
+    }
+
+    /// Whether the debug bypass is in force for this target now.
+    public func debugBypass(for target: Target, at now: Date, enabled: Bool) -> DebugBypass? {
+        guard enabled, let debug, now < debug.until, debug.covers(target) else { return nil }
+        return debug
+    }
+}
+
+/// The pre-probe decision for a CONNECT.
+public enum Admission: Hashable, Sendable {
+    /// Decided without looking at a certificate: refused, or tunnelled unpinned.
+    case decided(Verdict, rule: Rule?)
+    /// Probe the upstream and evaluate its chain against this rule.
+    case probe(Rule)
+}
+
+extension Policy {
+    /// Steps 1–3 of POLICY.md's verdict order, before any network I/O: client, port, IP-literal
+    /// destination, then the rule (or the `unpinned` default).
+    public func admit(_ authority: Authority, client: IPAddress?) -> Admission {
+        if let client, !proxy.allowClients.contains(client) {
+            return .decided(.refused(.clientNotAllowed), rule: nil)
+        }
+        if !proxy.allowedPorts.contains(authority.port) {
+            return .decided(.refused(.portNotAllowed), rule: nil)
+        }
+        if case .ip(let address) = authority.target, proxy.denyDestinations.contains(address) {
+            return .decided(.refused(.destinationProhibited), rule: nil)
+        }
+        guard let rule = rule(for: authority) else {
+            switch defaults.unpinned {
+            case .allow: return .decided(.unpinned(.noRule), rule: nil)
+            case .deny: return .decided(.refused(.unpinnedDenied), rule: nil)
+            }
+        }
+        if rule.mode == .unpinned { return .decided(.unpinned(.ruleUnpinned), rule: rule) }
+        return .probe(rule)
+    }
+
+    /// Steps 5–8 of POLICY.md's verdict order, on the result of validating the upstream's chain
+    /// under `rule.trust`. First failure wins:
+    ///
+    /// 1. the chain did not validate, or the hostname did not match → refuse in every mode
+    ///    (only the debug bypass lets it through);
+    /// 2. a `deny` pin anywhere in the verified chain (or, when validation failed, anywhere in what
+    ///    was presented, so a bypass cannot carry a deny-listed key) → refuse, never bypassed;
+    /// 3. one of the rule's pins matches at an allowed position → allow;
+    /// 4. no pin matches → `enforce` refuses, `report` (or an expired rule with `on_expiry: report`)
+    ///    tunnels and logs would-refuse; the debug bypass turns a refusal into a tunnel.
+    ///
+    /// It deliberately does not look at certificate transparency, revocation or key usage beyond
+    /// what OpenSSL's server-purpose check does.
+    public func evaluate(_ validation: ChainValidation, rule: Rule, target: Target, at now: Date,
+                         debugBypassEnabled: Bool) -> Evaluation {
+        let bypass = debugBypass(for: target, at: now, enabled: debugBypassEnabled)
+        var warnings: [RuntimeWarning] = []
+        if let expires = rule.expires {
+            if now >= expires { warnings.append(.ruleExpired(expires)) }
+            else if expires.timeIntervalSince(now) < 30 * 86400 { warnings.append(.ruleExpiresSoon(expires)) }
+        }
+        func result(_ verdict: Verdict, denylisted: Pin? = nil, failure: ChainFailure? = nil) -> Evaluation {
+            Evaluation(verdict: verdict, rule: rule, denylisted: denylisted, chainFailure: failure, warnings: warnings)
+        }
+
+        let chain: VerifiedChain
+        switch validation {
+        case .failed(let failure, let presented):
+            if let hit = denylisted(in: presented) { return result(.refused(.denylistedKey), denylisted: hit, failure: failure) }
+            if let bypass { return result(.bypassed(wouldRefuse: failure.reason, by: .debugBypass(until: bypass.until)), failure: failure) }
+            return result(.refused(failure.reason), failure: failure)
+        case .verified(let verified):
+            chain = verified
+        }
+
+        if let hit = denylisted(in: chain.certificates.map(\.facts)) { return result(.refused(.denylistedKey), denylisted: hit) }
+        if chain.leaf.notAfter.timeIntervalSince(now) < 30 * 86400 { warnings.append(.leafExpiresSoon(notAfter: chain.leaf.notAfter)) }
+
+        if let match = firstMatch(of: rule.pins, in: chain) {
+            if Set(rule.pins.map(\.pin)).count >= 2, rule.pins.allSatisfy({ entry in firstMatch(of: [entry], in: chain) != nil }) {
+                warnings.append(.noRealBackup)
+            }
+            return result(.allowed(match))
+        }
+        switch rule.effectiveMode(at: now) {
+        case .report:
+            let basis: BypassBasis = rule.mode == .report ? .reportMode : .expiredRule
+            return result(.bypassed(wouldRefuse: .pinMismatch, by: basis))
+        case .enforce, .unpinned:
+            if let bypass { return result(.bypassed(wouldRefuse: .pinMismatch, by: .debugBypass(until: bypass.until))) }
+            return result(.refused(.pinMismatch))
+        }
+    }
+
+    private func denylisted(in certificates: [CertificateFacts]) -> Pin? {
+        for facts in certificates {
+            if let hit = deny.first(where: { facts.matches($0) }) { return hit }
+        }
+        return nil
+    }
+
+    /// The first pin (in rule order) that matches a certificate at a position it allows.
+    private func firstMatch(of entries: [PinEntry], in chain: VerifiedChain) -> PinMatch? {
+        for entry in entries {
+            for cert in chain.certificates where entry.position.allows(position: cert.position) {
+                if cert.facts.matches(entry.pin) { return PinMatch(entry: entry, position: cert.position) }
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,642 @@
+import Foundation
+import Yams
+
+/// Loads a policy file strictly (POLICY.md "Strict loading"): every unknown key, duplicate key, bad
+/// value, alias or merge key is an error with file, line and column. All errors are collected, so
+/// one run of `pinproxy check` shows them all.
+public enum PolicyLoader {
+    public static func load(file path: String, pinFiles: PinFileLoader?) throws(PolicyLoadError) -> Policy {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw PolicyLoadError([PolicyError(file: path, line: 0, column: 0, message: "cannot read the policy file: \(describe(error))")])
+        }
+        let directory = (path as NSString).deletingLastPathComponent
+        return try load(yaml: text, source: path, baseDirectory: directory.isEmpty ? "." : directory, pinFiles: pinFiles)
+    }
+
+    public static func load(yaml: String, source: String, baseDirectory: String = ".",
+                            pinFiles: PinFileLoader? = nil) throws(PolicyLoadError) -> Policy {
+        let reader = PolicyReader(file: source, baseDirectory: baseDirectory, pinFiles: pinFiles)
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: yaml)
+        } catch {
+            throw PolicyLoadError([reader.yamlError(error)])
+        }
+        guard let root else {
+            throw PolicyLoadError([PolicyError(file: source, line: 1, column: 1, message: "the policy file is empty; it needs at least 'version: 1' and 'defaults: {unpinned: allow|deny}'")])
+        }
+        let policy = reader.readPolicy(root)
+        if let policy, reader.errors.isEmpty { return policy }
+        throw PolicyLoadError(reader.errors.sorted { ($0.line, $0.column) < ($1.line, $1.column) })
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let e = error as? CocoaError, let underlying = e.userInfo[NSUnderlyingErrorKey] as? NSError {
+            return String(cString: strerror(Int32(underlying.code)))
+        }
+        return "\(error)"
+    }
+}
+
+/// A mapping's keys checked against a schema, with each key's and value's node.
+struct Fields {
+    let node: Node
+    private(set) var values: [String: Node] = [:]
+    private(set) var keys: [String: Node] = [:]
+
+    init(node: Node) { self.node = node }
+
+    mutating func set(_ name: String, key: Node, value: Node) {
+        values[name] = value
+        keys[name] = key
+    }
+
+    subscript(_ name: String) -> Node? { values[name] }
+}
+
+/// Walks the composed YAML node tree against pinproxy's schema, collecting errors.
+final class PolicyReader {
+    let file: String
+    let baseDirectory: String
+    let pinFiles: PinFileLoader?
+    private(set) var errors: [PolicyError] = []
+
+    init(file: String, baseDirectory: String, pinFiles: PinFileLoader?) {
+        self.file = file
+        self.baseDirectory = baseDirectory
+        self.pinFiles = pinFiles
+    }
+
+    // MARK: errors
+
+    func fail(_ node: Node?, _ message: String) {
+        let mark = node?.mark
+        errors.append(PolicyError(file: file, line: mark?.line ?? 0, column: mark?.column ?? 0, message: message))
+    }
+
+    func yamlError(_ error: any Error) -> PolicyError {
+        guard let yaml = error as? YamlError else {
+            return PolicyError(file: file, line: 0, column: 0, message: "not valid YAML: \(error)")
+        }
+        switch yaml {
+        case .duplicatedKeysInMapping(let duplicates, let context):
+            let names = duplicates.map { "'\($0)'" }.joined(separator: ", ")
+            return PolicyError(file: file, line: context.mark.line, column: context.mark.column,
+                               message: "duplicate key \(names): each key may appear once in a mapping")
+        case .scanner(_, let problem, let mark, _), .parser(_, let problem, let mark, _), .composer(_, let problem, let mark, _):
+            if problem.contains("undefined alias") {
+                return PolicyError(file: file, line: mark.line, column: mark.column, message: "YAML aliases are not allowed in a policy file")
+            }
+            return PolicyError(file: file, line: mark.line, column: mark.column, message: "not valid YAML: \(problem)")
+        case .reader(let problem, let offset, _, _):
+            return PolicyError(file: file, line: 0, column: offset ?? 0, message: "not valid YAML text: \(problem)")
+        default:
+            return PolicyError(file: file, line: 0, column: 0, message: "not valid YAML: \(yaml)")
+        }
+    }
+
+    // MARK: shape
+
+    /// Yams resolves aliases silently; an aliased node keeps the position of its anchor, which lies
+    /// before the place it is used. So any node that starts before its parent key (or previous
+    /// sibling) was an alias. Anchors without aliases do no harm and pass.
+    func rejectAliases(_ node: Node, notBefore floor: Mark?) -> Bool {
+        if let floor, let mark = node.mark, (mark.line, mark.column) < (floor.line, floor.column) {
+            fail(node, "YAML aliases (*name) are not allowed in a policy file; write the value out")
+            return false
+        }
+        switch node {
+        case .mapping(let mapping):
+            var previous = node.mark
+            for (key, value) in mapping {
+                if key.scalar?.string == "<<" {
+                    fail(key, "YAML merge keys (<<) are not allowed in a policy file; write the keys out")
+                    return false
+                }
+                guard rejectAliases(key, notBefore: previous), rejectAliases(value, notBefore: key.mark) else { return false }
+                previous = value.mark
+            }
+        case .sequence(let sequence):
+            var previous = node.mark
+            for item in sequence {
+                guard rejectAliases(item, notBefore: previous) else { return false }
+                previous = item.mark
+            }
+        default:
+            break
+        }
+        return true
+    }
+
+    func fields(_ node: Node, _ what: String, allowed: [String]) -> Fields? {
+        guard case .mapping(let mapping) = node else {
+            fail(node, "\(what) must be a mapping (key: value)")
+            return nil
+        }
+        var fields = Fields(node: node)
+        for (key, value) in mapping {
+            guard let name = key.scalar?.string else {
+                fail(key, "keys in \(what) must be plain names")
+                continue
+            }
+            guard allowed.contains(name) else {
+                fail(key, "unknown key '\(name)' in \(what); known keys: \(allowed.joined(separator: ", "))")
+                continue
+            }
+            fields.set(name, key: key, value: value)
+        }
+        return fields
+    }
+
+    func isNull(_ node: Node) -> Bool {
+        guard case .scalar(let s) = node, s.style == .plain else { return false }
+        return ["", "~", "null", "Null", "NULL"].contains(s.string)
+    }
+
+    func string(_ node: Node, _ what: String) -> String? {
+        guard case .scalar(let s) = node else {
+            fail(node, "\(what) must be a single value, not a list or mapping")
+            return nil
+        }
+        if isNull(node) {
+            fail(node, "\(what) needs a value")
+            return nil
+        }
+        return s.string
+    }
+
+    func choice<T: RawRepresentable>(_ node: Node, _ what: String, _: T.Type, options: [T]) -> T? where T.RawValue == String {
+        guard let text = string(node, what) else { return nil }
+        guard let value = T(rawValue: text), options.contains(where: { $0.rawValue == text }) else {
+            fail(node, "\(what) must be one of \(options.map(\.rawValue).joined(separator: ", ")), not '\(text)'")
+            return nil
+        }
+        return value
+    }
+
+    func integer(_ node: Node, _ what: String, in range: ClosedRange<Int>) -> Int? {
+        guard let text = string(node, what) else { return nil }
+        guard !text.isEmpty, text.allSatisfy({ $0.isASCII && $0.isNumber }), !(text.count > 1 && text.hasPrefix("0")),
+              let value = Int(text), range.contains(value) else {
+            fail(node, "\(what) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
+            return nil
+        }
+        return value
+    }
+
+    /// `500ms`, `10s`, `5m`, `1h`, or `0`.
+    func duration(_ node: Node, _ what: String) -> Double? {
+        guard let text = string(node, what) else { return nil }
+        if text == "0" { return 0 }
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
+        for (suffix, scale) in units where text.hasSuffix(suffix) {
+            let digits = text.dropLast(suffix.count)
+            if !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }), let n = Int(digits), n <= 1_000_000 {
+                return Double(n) * scale
+            }
+        }
+        fail(node, "\(what) must be a duration such as 500ms, 10s, 5m or 1h, not '\(text)'")
+        return nil
+    }
+
+    func date(_ node: Node, _ what: String) -> Date? {
+        guard let text = string(node, what) else { return nil }
+        guard let date = RFC3339.parse(text) else {
+            fail(node, "\(what) must be an RFC 3339 time with a zone, such as \"2027-06-30T00:00:00Z\", not '\(text)'")
+            return nil
+        }
+        return date
+    }
+
+    func list(_ node: Node, _ what: String, example: String) -> [Node]? {
+        guard case .sequence(let sequence) = node else {
+            fail(node, "\(what) must be a list, e.g. \(example)")
+            return nil
+        }
+        return Array(sequence)
+    }
+
+    func ports(_ node: Node, _ what: String) -> [UInt16]? {
+        guard let items = list(node, what, example: "[443, 8443]") else { return nil }
+        var ports: [UInt16] = []
+        for item in items {
+            guard let n = integer(item, "a port in \(what)", in: 1...65535) else { continue }
+            if ports.contains(UInt16(n)) { fail(item, "port \(n) is listed twice in \(what)") }
+            ports.append(UInt16(n))
+        }
+        if items.isEmpty { fail(node, "\(what) must not be empty") }
+        return ports
+    }
+
+    func path(_ text: String) -> String {
+        text.hasPrefix("/") ? text : baseDirectory + "/" + text
+    }
+
+    // MARK: the document
+
+    static let topKeys = ["version", "proxy", "defaults", "resolve", "deny", "pinsets", "rules", "debug"]
+
+    func readPolicy(_ root: Node) -> Policy? {
+        guard rejectAliases(root, notBefore: nil), let top = fields(root, "the policy file", allowed: Self.topKeys) else { return nil }
+        if let v = top["version"] {
+            if string(v, "version") != "1" { fail(v, "version must be 1 (the only policy format so far)") }
+        } else {
+            fail(root, "the policy file needs 'version: 1'")
+        }
+        let proxy = top["proxy"].map(readProxy) ?? ProxySettings()
+        guard let defaultsNode = top["defaults"] else {
+            fail(root, "the policy file needs a 'defaults:' section with 'unpinned: allow' or 'unpinned: deny' (what to do for hosts no rule matches)")
+            return nil
+        }
+        let defaults = readDefaults(defaultsNode)
+        let pinsets = top["pinsets"].map(readPinsets) ?? [:]
+        let deny = top["deny"].map(readDeny) ?? []
+        let rules = top["rules"].map { readRules($0, proxy: proxy, defaults: defaults, pinsets: pinsets) } ?? []
+        let debug = top["debug"].flatMap(readDebug)
+        let resolve = top["resolve"].map(readResolve) ?? [:]
+        guard let defaults else { return nil }
+        return Policy(source: file, proxy: proxy, defaults: defaults, resolve: resolve, deny: deny, pinsets: pinsets,
+                      rules: rules, debug: debug)
+    }
+
+    // MARK: proxy
+
+    static let proxyKeys = ["listen", "allow_clients", "allowed_ports", "deny_destinations", "dns", "max_tunnels",
+                            "max_request_bytes", "header_timeout", "dns_timeout", "connect_timeout",
+                            "connect_total_timeout", "probe_timeout", "idle_timeout", "verify_cache_ttl",
+                            "drain_timeout", "log_format", "stats_interval"]
+
+    func readProxy(_ node: Node) -> ProxySettings {
+        var settings = ProxySettings()
+        guard let f = fields(node, "proxy", allowed: Self.proxyKeys) else { return settings }
+        if let n = f["listen"], let items = list(n, "proxy.listen", example: "[\"127.0.0.1:3128\", \"[::1]:3128\"]") {
+            var addresses: [SocketAddress] = []
+            for item in items {
+                guard let text = string(item, "a proxy.listen address") else { continue }
+                guard let address = SocketAddress.parse(text) else {
+                    fail(item, "'\(text)' is not a listen address; write IP:PORT, e.g. 127.0.0.1:3128 or [::1]:3128")
+                    continue
+                }
+                addresses.append(address)
+            }
+            if items.isEmpty { fail(n, "proxy.listen must name at least one address") }
+            settings.listen = addresses
+        }
+        if let n = f["allow_clients"], let set = addressSet(n, "proxy.allow_clients") {
+            settings.allowClients = set
+            settings.allowClientsExplicit = true
+        }
+        if let n = f["allowed_ports"], let ports = ports(n, "proxy.allowed_ports") { settings.allowedPorts = ports }
+        if let n = f["deny_destinations"], let set = addressSet(n, "proxy.deny_destinations") { settings.denyDestinations = set }
+        if let n = f["dns"] { settings.dns = readDNS(n) }
+        if let n = f["max_tunnels"], let v = integer(n, "proxy.max_tunnels", in: 1...1_000_000) { settings.maxTunnels = v }
+        if let n = f["max_request_bytes"], let v = integer(n, "proxy.max_request_bytes", in: 256...1_048_576) { settings.maxRequestBytes = v }
+        let durations: [(String, WritableKeyPath<ProxySettings, Double>)] = [
+            ("header_timeout", \.headerTimeout), ("dns_timeout", \.dnsTimeout), ("connect_timeout", \.connectTimeout),
+            ("connect_total_timeout", \.connectTotalTimeout), ("probe_timeout", \.probeTimeout),
+            ("idle_timeout", \.idleTimeout), ("verify_cache_ttl", \.verifyCacheTTL), ("drain_timeout", \.drainTimeout),
+            ("stats_interval", \.statsInterval),
+        ]
+        for (key, path) in durations {
+            guard let n = f[key], let seconds = duration(n, "proxy.\(key)") else { continue }
+            if seconds == 0 && !["verify_cache_ttl", "stats_interval", "drain_timeout"].contains(key) {
+                fail(n, "proxy.\(key) must be more than 0")
+                continue
+            }
+            settings[keyPath: path] = seconds
+        }
+        if let n = f["log_format"], let v = choice(n, "proxy.log_format", LogFormat.self, options: [.text, .json]) { settings.logFormat = v }
+        for address in settings.listen where !AddressSet.parse(["loopback"])!.contains(address.ip) && !settings.allowClientsExplicit {
+            fail(f["listen"], "listening on \(address) (beyond loopback) needs an explicit proxy.allow_clients list, so that pinproxy is never an open proxy by accident")
+        }
+        return settings
+    }
+
+    func addressSet(_ node: Node, _ what: String) -> AddressSet? {
+        guard let items = list(node, what, example: "[loopback, \"10.0.0.0/8\"]") else { return nil }
+        var entries: [AddressSet.Entry] = []
+        for item in items {
+            guard let text = string(item, "an entry of \(what)") else { continue }
+            guard let entry = AddressSet.entry(text) else {
+                fail(item, "'\(text)' is neither an address class (\(AddressSet.classes.keys.sorted().joined(separator: ", "))) nor a CIDR such as 10.0.0.0/8")
+                continue
+            }
+            entries.append(entry)
+        }
+        return AddressSet(entries: entries)
+    }
+
+    func readDNS(_ node: Node) -> DNSSettings {
+        var dns = DNSSettings()
+        guard let f = fields(node, "proxy.dns", allowed: ["nameservers", "hosts_file"]) else { return dns }
+        if let n = f["nameservers"] {
+            if case .scalar = n {
+                if string(n, "proxy.dns.nameservers") != "system" {
+                    fail(n, "proxy.dns.nameservers must be 'system' or a list such as [\"127.0.0.1:53\"]")
+                }
+            } else if let items = list(n, "proxy.dns.nameservers", example: "[\"127.0.0.1:53\"]") {
+                var servers: [SocketAddress] = []
+                for item in items {
+                    guard let text = string(item, "a nameserver") else { continue }
+                    guard let address = SocketAddress.parse(text, defaultPort: 53), address.port != 0 else {
+                        fail(item, "'\(text)' is not a nameserver address; write IP or IP:PORT")
+                        continue
+                    }
+                    servers.append(address)
+                }
+                dns.nameservers = .list(servers)
+            }
+        }
+        if let n = f["hosts_file"], let text = string(n, "proxy.dns.hosts_file") {
+            dns.hostsFile = text == "none" ? nil : path(text)
+        }
+        return dns
+    }
+
+    // MARK: defaults
+
+    func readDefaults(_ node: Node) -> PolicyDefaults? {
+        guard let f = fields(node, "defaults", allowed: ["unpinned", "trust", "require_backup"]) else { return nil }
+        guard let u = f["unpinned"] else {
+            fail(node, "defaults.unpinned is required: 'allow' (tunnel hosts no rule matches, unverified) or 'deny' (refuse them)")
+            return nil
+        }
+        guard let unpinned = choice(u, "defaults.unpinned", UnpinnedDecision.self, options: [.allow, .deny]) else { return nil }
+        var defaults = PolicyDefaults(unpinned: unpinned)
+        if let n = f["trust"], let trust = trust(n, "defaults.trust") { defaults.trust = trust }
+        if let n = f["require_backup"],
+           let v = choice(n, "defaults.require_backup", BackupRequirement.self, options: [.warn, .error, .off]) {
+            defaults.requireBackup = v
+        }
+        return defaults
+    }
+
+    func trust(_ node: Node, _ what: String) -> Trust? {
+        guard let text = string(node, what) else { return nil }
+        switch text {
+        case "system": return .system
+        case "pins-only": return .pinsOnly
+        default:
+            if text.hasPrefix("ca-file:"), text.count > 8 {
+                let file = path(String(text.dropFirst(8)))
+                guard FileManager.default.isReadableFile(atPath: file) else {
+                    fail(node, "\(what): the CA file '\(file)' cannot be read")
+                    return nil
+                }
+                return .caFile(path: file)
+            }
+            fail(node, "\(what) must be system, pins-only or ca-file:/path/to/bundle.pem, not '\(text)'")
+            return nil
+        }
+    }
+
+    // MARK: pins
+
+    static let pinKeys = ["pin", "file", "kind", "at", "label"]
+
+    /// A list of pins: each a pin string, or a mapping with `pin` or `file`, and `at`, `label`, `kind`.
+    func pinEntries(_ node: Node, _ what: String) -> [PinEntry] {
+        guard let items = list(node, what, example: "[{ pin: \"spki-sha256:…\", at: leaf }]") else { return [] }
+        var entries: [PinEntry] = []
+        for item in items {
+            if case .scalar = item {
+                if let text = string(item, "a pin"), let pin = pin(text, item) { entries.append(PinEntry(pin: pin, line: item.mark?.line ?? 0)) }
+                continue
+            }
+            guard let f = fields(item, "a pin entry", allowed: Self.pinKeys) else { continue }
+            var pin: Pin?
+            var file: String?
+            var notAfter: Date?
+            switch (f["pin"], f["file"]) {
+            case (let p?, nil):
+                if f["kind"] != nil { fail(f["kind"], "'kind' goes with 'file:'; a pin string says its kind itself") }
+                if let text = string(p, "pin") { pin = self.pin(text, p) }
+            case (nil, let fileNode?):
+                var kind = Pin.Kind.spki
+                if let k = f["kind"], let text = string(k, "kind") {
+                    switch text {
+                    case "spki": kind = .spki
+                    case "cert": kind = .cert
+                    default: fail(k, "kind must be spki or cert, not '\(text)'")
+                    }
+                }
+                if let text = string(fileNode, "file") {
+                    file = path(text)
+                    if let loaded = loadPinFile(file!, kind: kind, node: fileNode) {
+                        pin = loaded.pin
+                        notAfter = loaded.notAfter
+                    }
+                }
+            case (nil, nil):
+                fail(item, "a pin entry needs 'pin:' or 'file:'")
+            case (_?, _?):
+                fail(item, "a pin entry has either 'pin:' or 'file:', not both")
+            }
+            var position: PinPosition?
+            if let a = f["at"] { position = choice(a, "at", PinPosition.self, options: [.leaf, .ca, .any]) }
+            let label = f["label"].flatMap { string($0, "label") }
+            if let pin { entries.append(PinEntry(pin: pin, position: position, label: label, line: item.mark?.line ?? 0, file: file, notAfter: notAfter)) }
+        }
+        return entries
+    }
+
+    func pin(_ text: String, _ node: Node) -> Pin? {
+        switch Pin.parse(text) {
+        case .success(let pin): return pin
+        case .failure(let problem):
+            fail(node, problem.message)
+            return nil
+        }
+    }
+
+    func loadPinFile(_ file: String, kind: Pin.Kind, node: Node) -> PinFileContents? {
+        guard let pinFiles else {
+            fail(node, "file pins cannot be read here (no certificate reader was given)")
+            return nil
+        }
+        do {
+            return try pinFiles(file, kind)
+        } catch {
+            fail(node, "cannot use the pin file '\(file)': \(error)")
+            return nil
+        }
+    }
+
+    func readPinsets(_ node: Node) -> [String: [PinEntry]] {
+        guard case .mapping(let mapping) = node else {
+            fail(node, "pinsets must be a mapping of names to lists of pins")
+            return [:]
+        }
+        var sets: [String: [PinEntry]] = [:]
+        for (key, value) in mapping {
+            guard let name = key.scalar?.string, !name.isEmpty,
+                  name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
+                fail(key, "a pinset name uses letters, digits, '-' and '_' only")
+                continue
+            }
+            let entries = pinEntries(value, "pinset '\(name)'")
+            if value.sequence?.isEmpty ?? false { fail(value, "pinset '\(name)' is empty") }
+            sets[name] = entries
+        }
+        return sets
+    }
+
+    func readDeny(_ node: Node) -> [Pin] {
+        pinEntries(node, "deny").map(\.pin)
+    }
+
+    // MARK: rules
+
+    static let ruleKeys = ["host", "ip", "ports", "pins", "pinset", "mode", "trust", "expires", "on_expiry"]
+
+    func readRules(_ node: Node, proxy: ProxySettings, defaults: PolicyDefaults?, pinsets: [String: [PinEntry]]) -> [Rule] {
+        guard let items = list(node, "rules", example: "[{ host: api.example.com, pins: [...] }]") else { return [] }
+        var rules: [Rule] = []
+        for item in items {
+            guard let rule = readRule(item, proxy: proxy, defaults: defaults, pinsets: pinsets) else { continue }
+            if let other = rules.first(where: { $0.pattern == rule.pattern && portsOverlap($0.ports, rule.ports) }) {
+                fail(item, "this rule for '\(rule.pattern)' overlaps the rule at line \(other.line) (same pattern, and their ports overlap); exactly one rule must apply, so give them disjoint 'ports:' or merge them")
+                continue
+            }
+            rules.append(rule)
+        }
+        return rules
+    }
+
+    private func portsOverlap(_ a: [UInt16]?, _ b: [UInt16]?) -> Bool {
+        guard let a, let b else { return true }
+        return !Set(a).isDisjoint(with: b)
+    }
+
+    func readRule(_ node: Node, proxy: ProxySettings, defaults: PolicyDefaults?, pinsets: [String: [PinEntry]]) -> Rule? {
+        guard let f = fields(node, "a rule", allowed: Self.ruleKeys) else { return nil }
+        let line = node.mark?.line ?? 0
+        var pattern: RulePattern?
+        switch (f["host"], f["ip"]) {
+        case (let h?, nil):
+            guard let text = string(h, "host") else { break }
+            if IPAddress(text) != nil || CIDR(text) != nil {
+                fail(h, "'\(text)' is an address; write 'ip: \(text)' for IP-literal targets")
+                break
+            }
+            switch HostPattern.parse(text) {
+            case .success(let p): pattern = .host(p)
+            case .failure(let problem): fail(h, "bad host pattern '\(text)': \(problem.message)")
+            }
+        case (nil, let i?):
+            guard let text = string(i, "ip") else { break }
+            if let cidr = CIDR(text) { pattern = .ip(cidr) } else { fail(i, "'\(text)' is not an IP address or CIDR such as 10.0.0.0/8 or 2001:db8::/32") }
+        case (nil, nil):
+            fail(node, "a rule needs 'host:' (a name pattern) or 'ip:' (an address or CIDR)")
+        case (_?, _?):
+            fail(node, "a rule has either 'host:' or 'ip:', not both")
+        }
+
+        var ports: [UInt16]?
+        if let n = f["ports"], let list = self.ports(n, "ports") {
+            for (port, item) in zip(list, n.sequence.map(Array.init) ?? []) where !proxy.allowedPorts.contains(port) {
+                fail(item, "port \(port) is not in proxy.allowed_ports (\(proxy.allowedPorts.map(String.init).joined(separator: ", "))); CONNECTs to it are refused before any rule applies")
+            }
+            ports = list
+        }
+        let errorsBeforePins = errors.count
+        var pins = f["pins"].map { pinEntries($0, "pins") } ?? []
+        var pinsetName: String?
+        if let n = f["pinset"], let name = string(n, "pinset") {
+            if let set = pinsets[name] {
+                pins = set + pins
+                pinsetName = name
+            } else {
+                let known = pinsets.keys.sorted()
+                fail(n, "unknown pinset '\(name)'" + (known.isEmpty ? "; there is no pinsets: section" : "; known pinsets: \(known.joined(separator: ", "))"))
+            }
+        }
+        let mode = f["mode"].flatMap { choice($0, "mode", RuleMode.self, options: [.enforce, .report, .unpinned]) } ?? .enforce
+        let trust = f["trust"].flatMap { self.trust($0, "trust") } ?? defaults?.trust ?? .system
+        let expires = f["expires"].flatMap { date($0, "expires") }
+        let onExpiry = f["on_expiry"].flatMap { choice($0, "on_expiry", ExpiryBehaviour.self, options: [.enforce, .report]) }
+
+        let patternText = pattern?.description ?? "?"
+        switch mode {
+        case .unpinned:
+            if !pins.isEmpty { fail(f["pins"] ?? f["pinset"], "the rule for '\(patternText)' is mode: unpinned, so its pins would never be checked; remove them or use mode: report") }
+            if f["trust"] != nil { fail(f["trust"], "the rule for '\(patternText)' is mode: unpinned: no chain is checked, so 'trust' has no effect") }
+        case .enforce, .report:
+            if pins.isEmpty && errors.count == errorsBeforePins {
+                fail(node, "the rule for '\(patternText)' has no pins; an \(mode.rawValue) rule needs at least one (pins: or pinset:), or write mode: unpinned to exclude the name")
+            }
+            if mode == .enforce, defaults?.requireBackup == .error, Set(pins.map(\.pin)).count < 2, !pins.isEmpty {
+                fail(node, "the rule for '\(patternText)' has \(Set(pins.map(\.pin)).count) distinct pin; defaults.require_backup is 'error', so add a backup pin (a key kept offline, or the issuing CA)")
+            }
+        }
+        if expires != nil, onExpiry == nil, f["expires"] != nil {
+            fail(f["expires"], "'expires' needs 'on_expiry: enforce' or 'on_expiry: report' to say what happens after it")
+        }
+        if expires == nil, f["on_expiry"] != nil, f["expires"] == nil {
+            fail(f["on_expiry"], "'on_expiry' only means something with 'expires'")
+        }
+        if expires != nil, mode != .enforce {
+            fail(f["expires"], "'expires' applies to enforced rules only (this rule is mode: \(mode.rawValue))")
+        }
+        guard let pattern else { return nil }
+        return Rule(pattern: pattern, ports: ports, mode: mode, trust: trust, pins: pins, pinset: pinsetName,
+                    expires: expires, onExpiry: onExpiry, line: line)
+    }
+
+    // MARK: debug, resolve
+
+    func readDebug(_ node: Node) -> DebugBypass? {
+        guard let f = fields(node, "debug", allowed: ["until", "hosts"]) else { return nil }
+        guard let u = f["until"] else {
+            fail(node, "debug needs 'until:' (an RFC 3339 time): a bypass always ends")
+            return nil
+        }
+        let until = date(u, "debug.until")
+        var hosts: [HostPattern] = []
+        if let h = f["hosts"] {
+            for item in list(h, "debug.hosts", example: "[\"**.example.com\"]") ?? [] {
+                guard let text = string(item, "a debug host pattern") else { continue }
+                switch HostPattern.parse(text) {
+                case .success(let p): hosts.append(p)
+                case .failure(let problem): fail(item, "bad debug host pattern '\(text)': \(problem.message)")
+                }
+            }
+            if hosts.isEmpty, h.sequence?.isEmpty ?? false { fail(h, "debug.hosts is empty; list the host patterns to bypass") }
+        } else {
+            fail(node, "debug needs 'hosts:' (host patterns to bypass); there is no bypass-everything")
+        }
+        guard let until else { return nil }
+        return DebugBypass(until: until, hosts: hosts, line: node.mark?.line ?? 0)
+    }
+
+    func readResolve(_ node: Node) -> [String: [IPAddress]] {
+        guard case .mapping(let mapping) = node else {
+            fail(node, "resolve must be a mapping of host names to addresses")
+            return [:]
+        }
+        var map: [String: [IPAddress]] = [:]
+        for (key, value) in mapping {
+            guard let raw = key.scalar?.string else { continue }
+            guard case .success(let name) = HostName.normalize(raw) else {
+                fail(key, "'\(raw)' in resolve is not a host name")
+                continue
+            }
+            let items: [Node] = value.sequence.map(Array.init) ?? [value]
+            var addresses: [IPAddress] = []
+            for item in items {
+                guard let text = string(item, "the address for \(name)") else { continue }
+                guard let address = IPAddress(text) else {
+                    fail(item, "'\(text)' is not an IP address (resolve maps names to addresses)")
+                    continue
+                }
+                addresses.append(address)
+            }
+            if map[name] != nil { fail(key, "'\(name)' appears twice in resolve (after normalising case and the trailing dot)") }
+            map[name] = addresses
+        }
+        return map
+    }
+}

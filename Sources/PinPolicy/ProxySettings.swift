@@ -1,0 +1,113 @@
+/// A listening or nameserver address: IP and port (`127.0.0.1:3128`, `[::1]:3128`). Port 0 asks
+/// the kernel for an ephemeral one (tests use it).
+public struct SocketAddress: Hashable, Sendable, CustomStringConvertible {
+    public let ip: IPAddress
+    public let port: UInt16
+
+    public init(ip: IPAddress, port: UInt16) {
+        self.ip = ip
+        self.port = port
+    }
+
+    public static func parse(_ text: String, defaultPort: UInt16? = nil) -> SocketAddress? {
+        if let ip = IPAddress(text), let defaultPort { return SocketAddress(ip: ip, port: defaultPort) }
+        if text.hasPrefix("["), text.hasSuffix("]"), let defaultPort, let ip = IPAddress(String(text.dropFirst().dropLast())) {
+            return SocketAddress(ip: ip, port: defaultPort)
+        }
+        guard let colon = text.lastIndex(of: ":") else { return nil }
+        var host = String(text[..<colon])
+        let portText = text[text.index(after: colon)...]
+        if host.hasPrefix("[") && host.hasSuffix("]") {
+            host = String(host.dropFirst().dropLast())
+        } else if host.contains(":") {
+            return nil
+        }
+        guard let ip = IPAddress(host) else { return nil }
+        if portText == "0" { return SocketAddress(ip: ip, port: 0) }
+        guard case .success(let port) = Authority.parsePort(portText) else { return nil }
+        return SocketAddress(ip: ip, port: port)
+    }
+
+    public var description: String { "\(ip.authorityText):\(port)" }
+}
+
+public enum LogFormat: String, Hashable, Sendable {
+    case text, json
+}
+
+/// `proxy.dns`.
+public struct DNSSettings: Hashable, Sendable {
+    public enum Nameservers: Hashable, Sendable {
+        /// From /etc/resolv.conf.
+        case system
+        case list([SocketAddress])
+    }
+
+    public var nameservers: Nameservers = .system
+    /// nil: `none`.
+    public var hostsFile: String? = "/etc/hosts"
+
+    public init() {}
+}
+
+/// The `proxy:` section, with POLICY.md's defaults. Durations are in seconds.
+public struct ProxySettings: Hashable, Sendable {
+    public var listen: [SocketAddress] = [SocketAddress(ip: IPAddress("127.0.0.1")!, port: 3128)]
+    public var allowClients: AddressSet = AddressSet.parse(["loopback"])!
+    /// Whether `allow_clients` was written in the file (needed to listen beyond loopback).
+    public var allowClientsExplicit = false
+    public var allowedPorts: [UInt16] = [443]
+    public var denyDestinations: AddressSet = AddressSet.parse(["loopback", "link-local", "unspecified", "multicast"])!
+    public var dns = DNSSettings()
+    public var maxTunnels = 1024
+    public var maxRequestBytes = 8192
+    public var headerTimeout: Double = 10
+    public var dnsTimeout: Double = 5
+    public var connectTimeout: Double = 3
+    public var connectTotalTimeout: Double = 10
+    public var probeTimeout: Double = 10
+    public var idleTimeout: Double = 300
+    public var verifyCacheTTL: Double = 60
+    public var drainTimeout: Double = 15
+    public var logFormat: LogFormat = .text
+    public var statsInterval: Double = 60
+
+    public init() {}
+}
+
+public enum UnpinnedDecision: String, Hashable, Sendable {
+    case allow, deny
+}
+
+public enum BackupRequirement: String, Hashable, Sendable {
+    case warn, error, off
+}
+
+/// The `defaults:` section.
+public struct PolicyDefaults: Hashable, Sendable {
+    public var unpinned: UnpinnedDecision
+    public var trust: Trust = .system
+    public var requireBackup: BackupRequirement = .warn
+
+    public init(unpinned: UnpinnedDecision) { self.unpinned = unpinned }
+}
+
+/// The `debug:` section: inert unless the process runs with `--debug-bypass`.
+public struct DebugBypass: Hashable, Sendable {
+    public let until: Date
+    public let hosts: [HostPattern]
+    public let line: Int
+
+    public init(until: Date, hosts: [HostPattern], line: Int = 0) {
+        self.until = until
+        self.hosts = hosts
+        self.line = line
+    }
+
+    public func covers(_ target: Target) -> Bool {
+        guard case .name(let name) = target else { return false }
+        return hosts.contains { $0.matches(name) }
+    }
+}
+
+import Foundation

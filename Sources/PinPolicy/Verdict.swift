@@ -1,0 +1,97 @@
+import Foundation
+
+/// Why a tunnel is refused (or would have been). The raw values are the `reason` of the log lines:
+/// a stable interface.
+public enum RefusalReason: String, Hashable, Sendable, CaseIterable {
+    // Decided by the policy before any network I/O.
+    case portNotAllowed = "port_not_allowed"
+    case destinationProhibited = "destination_ip_prohibited"
+    case clientNotAllowed = "client_not_allowed"
+    case unpinnedDenied = "unpinned_denied"
+    // Decided on the certificate chain.
+    case chainInvalid = "chain_invalid"
+    case hostnameMismatch = "hostname_mismatch"
+    case denylistedKey = "denylisted_key"
+    case pinMismatch = "pin_mismatch"
+}
+
+/// Why a refusal was let through.
+public enum BypassBasis: Hashable, Sendable {
+    /// The rule is `mode: report`.
+    case reportMode
+    /// The rule passed its `expires` and says `on_expiry: report`.
+    case expiredRule
+    /// `debug:` with `--debug-bypass`, before `until`.
+    case debugBypass(until: Date)
+
+    public var code: String {
+        switch self {
+        case .reportMode: return "report_mode"
+        case .expiredRule: return "expired_rule_report"
+        case .debugBypass: return "debug_bypass"
+        }
+    }
+}
+
+/// Why a tunnel carries no pin check at all.
+public enum UnpinnedBasis: String, Hashable, Sendable {
+    /// No rule matches and `defaults.unpinned` is `allow`.
+    case noRule = "no_rule"
+    /// The most specific rule says `mode: unpinned`.
+    case ruleUnpinned = "rule_unpinned"
+}
+
+/// A pin that matched, and where.
+public struct PinMatch: Hashable, Sendable {
+    public let entry: PinEntry
+    public let position: Int
+}
+
+/// The decision for one CONNECT. Made in one place (`Policy.admit` before the probe,
+/// `Policy.evaluate` after it); a value, with no side effects.
+public enum Verdict: Hashable, Sendable {
+    case allowed(PinMatch)
+    case unpinned(UnpinnedBasis)
+    case refused(RefusalReason)
+    case bypassed(wouldRefuse: RefusalReason, by: BypassBasis)
+
+    /// Whether bytes may flow.
+    public var tunnels: Bool {
+        if case .refused = self { return false }
+        return true
+    }
+}
+
+/// Something worth a warning that the probe revealed while deciding.
+public enum RuntimeWarning: Hashable, Sendable {
+    /// Every distinct pin of the rule matched this one chain: the "backup" is no backup.
+    case noRealBackup
+    /// The leaf expires within 30 days.
+    case leafExpiresSoon(notAfter: Date)
+    /// The rule passed its `expires`.
+    case ruleExpired(Date)
+    /// The rule expires within 30 days.
+    case ruleExpiresSoon(Date)
+
+    public var code: String {
+        switch self {
+        case .noRealBackup: return "no_real_backup"
+        case .leafExpiresSoon: return "leaf_expires_soon"
+        case .ruleExpired: return "rule_expired"
+        case .ruleExpiresSoon: return "rule_expires_soon"
+        }
+    }
+}
+
+/// A verdict with everything needed to explain it in a log line.
+public struct Evaluation: Hashable, Sendable {
+    public let verdict: Verdict
+    public let rule: Rule
+    /// The pins the rule accepts (for the log; never sent to the client).
+    public var expected: [PinEntry] { rule.pins }
+    /// The deny-listed pin found, if that was the reason.
+    public let denylisted: Pin?
+    /// The chain failure, if that was the reason.
+    public let chainFailure: ChainFailure?
+    public let warnings: [RuntimeWarning]
+}

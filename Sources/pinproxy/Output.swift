@@ -1,0 +1,22 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// stdout carries the output of `check` and `pin`; stderr carries diagnostics and logs.
+/// (The C `stdout`/`stderr` globals are not concurrency-safe in Swift 6, so we write to the fds.)
+enum Output {
+    static func out(_ text: String) { write(1, text + "\n") }
+    static func err(_ text: String) { write(2, text + "\n") }
+
+    private static func write(_ fd: Int32, _ text: String) {
+        var bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            offset += n
+        }
+        bytes.removeAll()
+    }
+}
