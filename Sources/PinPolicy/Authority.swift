@@ -30,11 +30,12 @@ public struct Authority: Hashable, Sendable, CustomStringConvertible {
 
     public enum Problem: Error, Equatable, Sendable, CustomStringConvertible {
         case missingPort, badPort(String), userinfo, percentEncoding, zoneID, badIPv6(String), badHost(HostName.Problem)
-        case notASCII, empty
+        case notASCII, empty, notAuthorityForm
 
         public var description: String {
             switch self {
             case .empty: return "empty request-target"
+            case .notAuthorityForm: return "a CONNECT target is host:port (authority-form), not a URL or a path"
             case .missingPort: return "the CONNECT target needs a port (host:port)"
             case .badPort(let p): return "bad port '\(p)': a decimal number 1-65535 without sign or leading zeros"
             case .userinfo: return "userinfo ('@') is not allowed in a CONNECT target"
@@ -53,6 +54,7 @@ public struct Authority: Hashable, Sendable, CustomStringConvertible {
         guard !text.isEmpty else { return .failure(.empty) }
         guard text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else { return .failure(.notASCII) }
         if text.contains("@") { return .failure(.userinfo) }
+        if text.contains(where: { "/?#".contains($0) }) { return .failure(.notAuthorityForm) }
         let hostPart: Substring
         let portPart: Substring
         if text.hasPrefix("[") {

@@ -102,10 +102,12 @@ final class PolicyReader {
 
     /// Yams resolves aliases silently; an aliased node keeps the position of its anchor, which lies
     /// before the place it is used. So any node that starts before its parent key (or previous
-    /// sibling) was an alias. Anchors without aliases do no harm and pass.
-    func rejectAliases(_ node: Node, notBefore floor: Mark?) -> Bool {
+    /// sibling) was an alias; the error names the key (or list) that used it. Anchors without
+    /// aliases do no harm and pass.
+    func rejectAliases(_ node: Node, notBefore floor: Mark?, usedAt site: Node? = nil) -> Bool {
         if let floor, let mark = node.mark, (mark.line, mark.column) < (floor.line, floor.column) {
-            fail(node, "YAML aliases (*name) are not allowed in a policy file; write the value out")
+            let key = (site?.scalar?.string).map { " (the value of '\($0)')" } ?? ""
+            fail(site ?? node, "YAML aliases (*name) are not allowed in a policy file\(key); write the value out")
             return false
         }
         switch node {
@@ -116,13 +118,14 @@ final class PolicyReader {
                     fail(key, "YAML merge keys (<<) are not allowed in a policy file; write the keys out")
                     return false
                 }
-                guard rejectAliases(key, notBefore: previous), rejectAliases(value, notBefore: key.mark) else { return false }
+                guard rejectAliases(key, notBefore: previous, usedAt: node),
+                      rejectAliases(value, notBefore: key.mark, usedAt: key) else { return false }
                 previous = value.mark
             }
         case .sequence(let sequence):
             var previous = node.mark
             for item in sequence {
-                guard rejectAliases(item, notBefore: previous) else { return false }
+                guard rejectAliases(item, notBefore: previous, usedAt: node) else { return false }
                 previous = item.mark
             }
         default:
@@ -506,9 +509,14 @@ final class PolicyReader {
         return rules
     }
 
+    /// POLICY.md: two rules with the same pattern clash when neither has `ports` or their `ports`
+    /// intersect. One with `ports` beside one without is a port split (the one with `ports` wins).
     private func portsOverlap(_ a: [UInt16]?, _ b: [UInt16]?) -> Bool {
-        guard let a, let b else { return true }
-        return !Set(a).isDisjoint(with: b)
+        switch (a, b) {
+        case (nil, nil): return true
+        case (let a?, let b?): return !Set(a).isDisjoint(with: b)
+        default: return false
+        }
     }
 
     func readRule(_ node: Node, proxy: ProxySettings, defaults: PolicyDefaults?, pinsets: [String: [PinEntry]]) -> Rule? {

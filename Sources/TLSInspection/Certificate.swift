@@ -136,7 +136,8 @@ public final class Certificate {
 public struct FileError: Error, CustomStringConvertible {
     public let path: String
     public let message: String
-    public var description: String { "\(path): \(message)" }
+    /// The message alone: callers already name the path.
+    public var description: String { message }
 }
 
 /// Reads `file:` pins for the policy loader: a PEM/DER certificate (its SPKI or, with `kind: cert`,

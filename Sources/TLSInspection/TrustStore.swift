@@ -3,8 +3,11 @@ import Foundation
 @_spi(ChainValidation) import PinPolicy
 
 /// An `X509_STORE`: the anchors a chain may end in. Made once per trust setting and shared
-/// read-only by validations (OpenSSL stores are safe to share for verification once built).
-public final class TrustStore {
+/// read-only by validations.
+///
+/// Sendable by hand: nothing is added after `init`, and OpenSSL guards an `X509_STORE`'s own lazy
+/// lookups with its internal lock, so concurrent `X509_verify_cert` calls on one store are safe.
+public final class TrustStore: @unchecked Sendable {
     let ref: OpaquePointer
     public let name: String
 

@@ -1,0 +1,159 @@
+import Foundation
+import Testing
+
+let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+let fixtures = repository.appendingPathComponent("Tests/TLSInspectionTests/Fixtures").path
+
+/// The built `pinproxy` next to the test bundle.
+let pinproxyBinary: String = {
+    let candidates = [
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("pinproxy").path,
+        repository.appendingPathComponent(".build/debug/pinproxy").path,
+    ]
+    return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates[0]
+}()
+
+struct Run {
+    let status: Int32
+    let stdout: String
+    let stderr: String
+}
+
+/// Runs a command to completion (bounded: 60 s) with the repository as working directory.
+func run(_ executable: String, _ arguments: [String], input: String? = nil) throws -> Run {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    process.currentDirectoryURL = repository
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    let deadline = Date().addingTimeInterval(60)
+    let stdout = out.fileHandleForReading.readDataToEndOfFile()
+    let stderr = err.fileHandleForReading.readDataToEndOfFile()
+    while process.isRunning && Date() < deadline { usleep(10_000) }
+    if process.isRunning { process.terminate() }
+    process.waitUntilExit()
+    return Run(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+}
+
+func pinproxy(_ arguments: String...) throws -> Run { try run(pinproxyBinary, arguments) }
+
+func temporaryFile(_ text: String, name: String = "policy.yaml") throws -> String {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("pinproxy-cli-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    let path = dir.appendingPathComponent(name).path
+    try text.write(toFile: path, atomically: true, encoding: .utf8)
+    return path
+}
+
+@Suite struct CheckCommandTests {
+    @Test(arguments: ["config/pinproxy.yaml", "config/examples/strict-allowlist.yaml", "config/examples/self-signed-internal.yaml"])
+    func shippedConfigsPass(path: String) throws {
+        let r = try pinproxy("check", "--config", path)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.hasPrefix("\(path): OK\n"))
+        #expect(r.stderr.isEmpty)
+    }
+
+    @Test func theDefaultConfigEnforcesNothingAndAllowsUnpinned() throws {
+        let r = try pinproxy("check", "--config", "config/pinproxy.yaml", "--strict")
+        #expect(r.status == 0)
+        #expect(r.stdout.contains("0 rules (0 enforced, 0 report, 0 unpinned); 0 pinsets; 0 deny-listed keys; unpinned hosts: allow; listen: 127.0.0.1:3128"))
+    }
+
+    @Test func errorsArePrintedWithFileLineColumnAndExit1() throws {
+        let path = try temporaryFile("version: 1\ndefaults:\n  unpinned: allow\nrules:\n  - host: \"**\"\n    pins: [\"sha1/AAAAAAAAAAAAAAAAAAAAAAAAAAA=\"]\n    colour: red\n")
+        let r = try pinproxy("check", "--config", path)
+        #expect(r.status == 1)
+        #expect(r.stdout.isEmpty)
+        #expect(r.stderr == """
+            \(path):5:11: error: bad host pattern '**': a bare '*' or '**' matches everything; list the domains instead
+            \(path):6:12: error: SHA-1 pins are refused; use a SHA-256 pin (spki-sha256:…)
+            \(path):7:5: error: unknown key 'colour' in a rule; known keys: host, ip, ports, pins, pinset, mode, trust, expires, on_expiry
+            \(path): 3 errors; the policy was not loaded
+
+            """)
+    }
+
+    @Test func aMissingFileIsAnErrorNotACrash() throws {
+        let r = try pinproxy("check", "--config", "/nonexistent/pinproxy.yaml")
+        #expect(r.status == 1)
+        #expect(r.stderr.hasPrefix("/nonexistent/pinproxy.yaml:0:0: error: cannot read the policy file"))
+    }
+
+    @Test func warningsPassUnlessStrict() throws {
+        let path = try temporaryFile("version: 1\ndefaults: {unpinned: allow}\nrules:\n  - host: a.test\n    pins: [\"spki-sha256:kBQGSGfznkVIdbhVncSBp6O/buiORHazf74OhcSQKZE=\"]\n")
+        let relaxed = try pinproxy("check", "--config", path)
+        #expect(relaxed.status == 0)
+        #expect(relaxed.stdout.contains("\(path):4: warning[missing_backup_pin]: the rule for 'a.test' has only one distinct pin"))
+        let strict = try pinproxy("check", "--config", path, "--strict")
+        #expect(strict.status == 1)
+        #expect(strict.stderr == "1 warning with --strict\n")
+    }
+
+    @Test func explainShowsTheRuleAndItsPins() throws {
+        let r = try pinproxy("check", "--config", "config/examples/strict-allowlist.yaml", "--explain", "API.example.com.:443", "--explain", "nothing.test:443")
+        #expect(r.status == 0)
+        #expect(r.stdout.contains("""
+            CONNECT api.example.com:443
+            rule at line 24: 'api.example.com', mode: enforce, trust: system, pinset: example-keys
+            """))
+        #expect(r.stdout.contains("  spki-sha256:WwVBfKtcnP1H4GTEAlaKbG5eqHWzhDIdOZvcYdtyivk=  at: leaf  (offline backup key)"))
+        #expect(r.stdout.contains("CONNECT nothing.test:443\nno rule matches; defaults.unpinned is deny → refused with 403"))
+        let bad = try pinproxy("check", "--config", "config/pinproxy.yaml", "--explain", "127.1:443")
+        #expect(bad.status == 1)
+        #expect(bad.stderr.contains("--explain 127.1:443: this looks like an IPv4 address in a non-canonical form"))
+    }
+}
+
+@Suite struct PinCommandTests {
+    /// `openssl x509 -pubkey -noout | openssl pkey -pubin -outform DER | openssl dgst -sha256 -binary | base64`, run now.
+    func opensslSPKIPin(_ file: String) throws -> String {
+        let r = try run("/bin/sh", ["-c", "openssl x509 -in '\(file)' -pubkey -noout | openssl pkey -pubin -outform DER | openssl dgst -sha256 -binary | base64"])
+        return "spki-sha256:" + r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test(arguments: ["leaf-rsa2048", "leaf-ec256", "leaf-ed25519", "good-root", "good-intermediate", "rogue-leaf", "self-signed"])
+    func spkiPinEqualsTheOpenSSLPipeline(name: String) throws {
+        let file = "\(fixtures)/\(name).pem"
+        let r = try pinproxy("pin", "--cert", file)
+        #expect(r.status == 0)
+        #expect(r.stdout.contains("spki pin:  \(try opensslSPKIPin(file))\n"))
+    }
+
+    @Test func chainOutputAndReadyToPasteRule() throws {
+        let r = try pinproxy("pin", "--cert", "\(fixtures)/leaf-ec256.chain.pem")
+        #expect(r.status == 0)
+        #expect(r.stdout.contains("certificate 1 of 2\nsubject:   CN=api.pinproxy.test,O=pinproxy tests\nissuer:    CN=pinproxy good intermediate,O=pinproxy tests\n"))
+        #expect(r.stdout.contains("key:       EC P-384 (CA certificate)"))
+        #expect(r.stdout.contains("cert pin:  cert-sha256:KB/WlQODyjgpcs/y6wyQsjdoZLbXsX2rKZEI3KxZqq0=\n"))
+        #expect(r.stdout.contains("""
+            - host: "api.pinproxy.test"
+              pins:
+                - { pin: "spki-sha256:kBQGSGfznkVIdbhVncSBp6O/buiORHazf74OhcSQKZE=", at: leaf, label: "CN=api.pinproxy.test,O=pinproxy tests" }
+                - { pin: "spki-sha256:KCDrug7ej6zlHN6aFwgek+aRk6ExpqGsKfgGdPF+qhM=", at: ca, label: "CN=pinproxy good intermediate,O=pinproxy tests" }
+            """))
+    }
+
+    @Test func theSuggestedRuleLoadsAsPolicy() throws {
+        let r = try pinproxy("pin", "--cert", "\(fixtures)/leaf-ec256.chain.pem")
+        let rule = r.stdout.components(separatedBy: "# Ready-to-paste rule").last!.split(separator: "\n").dropFirst().map { "  " + $0 }.joined(separator: "\n")
+        let path = try temporaryFile("version: 1\ndefaults: {unpinned: allow}\nrules:\n\(rule)\n")
+        let check = try pinproxy("check", "--config", path, "--strict")
+        #expect(check.status == 0, "\(check.stderr)\n\(check.stdout)")
+    }
+
+    @Test func unreadableInputsFailCleanly() throws {
+        let missing = try pinproxy("pin", "--cert", "/nonexistent.pem")
+        #expect(missing.status == 1)
+        #expect(missing.stderr == "pinproxy pin: /nonexistent.pem: cannot read the file\n")
+        let garbage = try pinproxy("pin", "--cert", "\(fixtures)/make-fixtures.sh")
+        #expect(garbage.status == 1)
+        #expect(garbage.stderr.contains("not a readable certificate"))
+        let none = try pinproxy("pin")
+        #expect(none.status != 0)
+        #expect(none.stderr.contains("give --cert FILE"))
+    }
+}

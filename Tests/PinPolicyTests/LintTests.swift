@@ -1,0 +1,56 @@
+import Foundation
+import Testing
+@testable import PinPolicy
+
+@Suite struct LintTests {
+    func codes(_ yaml: String, at time: Date = now) throws -> [String] {
+        try load(yaml).get().lint(at: time).map(\.code)
+    }
+
+    @Test func singlePinRuleWantsABackup() throws {
+        #expect(try codes(header + "rules:\n  - host: a.test\n    pins: [\"\(pinA)\"]\n") == ["missing_backup_pin"])
+        #expect(try codes(header + "rules:\n  - host: a.test\n    pins: [\"\(pinA)\", \"\(pinB)\"]\n") == [])
+        #expect(try codes("version: 1\ndefaults: {unpinned: allow, require_backup: off}\nrules:\n  - host: a.test\n    pins: [\"\(pinA)\"]\n") == [])
+    }
+
+    @Test func certLeafPinsAloneBreakAtRenewal() throws {
+        #expect(try codes(header + "rules:\n  - host: a.test\n    pins: [\"\(cert(1))\", \"\(cert(2))\"]\n") == ["cert_leaf_pins_only"])
+    }
+
+    @Test func weakerRuleUnderAnEnforcedOneIsAVisibleChoice() throws {
+        let yaml = header + "rules:\n  - host: \"**.example.com\"\n    pins: [\"\(pinA)\", \"\(pinB)\"]\n  - host: status.example.com\n    mode: unpinned\n  - host: audit.example.com\n    mode: report\n    pins: [\"\(pinA)\"]\n  - host: other.test\n    mode: unpinned\n"
+        let warnings = try load(yaml).get().lint(at: now)
+        #expect(warnings.map(\.code) == ["weaker_rule_shadows_enforced", "weaker_rule_shadows_enforced"])
+        #expect(warnings.map(\.line) == [7, 9])
+        #expect(warnings[0].message.contains("'**.example.com' at line 5"))
+    }
+
+    @Test func expiryAndDebugWarnings() throws {
+        let yaml = header + "rules:\n  - host: a.test\n    pins: [\"\(pinA)\", \"\(pinB)\"]\n    expires: \"2026-12-10T00:00:00Z\"\n    on_expiry: enforce\ndebug:\n  until: \"2026-12-01T00:00:00Z\"\n  hosts: [a.test]\n"
+        #expect(try codes(yaml) == ["rule_expires_soon", "debug_bypass_present"])
+        #expect(try codes(yaml, at: RFC3339.parse("2027-01-01T00:00:00Z")!) == ["rule_expired", "debug_bypass_expired"])
+    }
+
+    @Test func pinnedCertificateExpiringSoonAndDenylistedPin() throws {
+        let soon = now.addingTimeInterval(5 * 86400)
+        let policy = try PolicyLoader.load(yaml: header + "deny: [\"\(pinB)\"]\nrules:\n  - host: a.test\n    pins:\n      - { file: leaf.pem, kind: cert }\n      - \"\(pinB)\"\n",
+                                           source: "t.yaml", pinFiles: { _, _ in PinFileContents(pin: try Pin.parse(cert(1)).get(), notAfter: soon) })
+        #expect(policy.lint(at: now).map(\.code) == ["pinned_cert_expires_soon", "pin_denylisted"])
+    }
+
+    @Test func explainNamesTheRuleTheLosersAndThePins() throws {
+        let p = try load(header + "rules:\n  - host: \"**.example.com\"\n    pins: [\"\(pinA)\", \"\(pinB)\"]\n  - host: api.example.com\n    pins:\n      - { pin: \"\(pinC)\", at: ca, label: issuing CA }\n      - \"\(pinA)\"\n").get()
+        let lines = p.explain(try Authority.parse("API.example.com.:443").get())
+        #expect(lines == [
+            "CONNECT api.example.com:443",
+            "rule at line 7: 'api.example.com', mode: enforce, trust: system",
+            "also matching but less specific (never combined): '**.example.com' (line 5)",
+            "the chain must validate under trust system with the hostname check; then one of these pins must match:",
+            "  \(pinC)  at: ca  (issuing CA)",
+            "  \(pinA)  at: any",
+            "no match → refused with 502 Certificate Pin Mismatch",
+        ])
+        #expect(p.explain(try Authority.parse("example.org:443").get()).last == "no rule matches; defaults.unpinned is allow → tunnelled without any certificate check (logged as tunnel_unpinned)")
+        #expect(p.explain(try Authority.parse("example.org:8443").get()).last?.contains("port 8443 is not in proxy.allowed_ports") == true)
+    }
+}
