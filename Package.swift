@@ -42,6 +42,10 @@ let package = Package(
         .testTarget(
             name: "TLSInspectionTests", dependencies: ["TLSInspection", "PinPolicy"],
             exclude: ["Fixtures"]),
-        .testTarget(name: "CLITests", dependencies: ["pinproxy", "PinPolicy"]),
+        // Process, fixture and upstream helpers for the tests that run pinproxy as a process.
+        .target(name: "TestSupport", path: "Tests/TestSupport", exclude: ["scripts"]),
+        .testTarget(name: "CLITests", dependencies: ["pinproxy", "PinPolicy", "TestSupport"]),
+        .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore", "PinPolicy"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["pinproxy", "PinPolicy", "TestSupport"]),
     ]
 )

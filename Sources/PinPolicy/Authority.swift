@@ -28,7 +28,7 @@ public struct Authority: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    public enum Problem: Error, Equatable, Sendable, CustomStringConvertible {
+    public enum Problem: Error, Hashable, Sendable, CustomStringConvertible {
         case missingPort, badPort(String), userinfo, percentEncoding, zoneID, badIPv6(String), badHost(HostName.Problem)
         case notASCII, empty, notAuthorityForm
 

@@ -2,7 +2,7 @@
 /// compare the same bytes (case and trailing dots have been real pinning bypasses).
 public enum HostName {
     /// Why a text is not a host name, in words for an error message.
-    public enum Problem: Error, Equatable, Sendable {
+    public enum Problem: Error, Hashable, Sendable {
         case empty, notASCII, tooLong, emptyLabel, labelTooLong(String), badCharacter(Character)
         case numericIPv4Form  // `127.1`, `0x7f.0.0.1`, `2130706433`: refused, never guessed
 

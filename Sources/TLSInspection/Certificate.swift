@@ -12,7 +12,7 @@ public final class Certificate {
     init(takingOwnership ref: OpaquePointer) { self.ref = ref }
 
     /// Adds a reference to an X509 that someone else owns (a peer chain, a store context).
-    convenience init(borrowing ref: OpaquePointer) {
+    public convenience init(borrowing ref: OpaquePointer) {
         X509_up_ref(ref)
         self.init(takingOwnership: ref)
     }

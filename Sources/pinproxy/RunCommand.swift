@@ -1,23 +1,68 @@
 import ArgumentParser
 import Foundation
+import Logging
 import PinPolicy
+import ProxyCore
 import TLSInspection
 
 struct RunCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
-        abstract: "Run the proxy.")
+        abstract: "Run the proxy.",
+        discussion: """
+            Logs one line per event on stderr (text = logfmt, or json). SIGTERM/SIGINT stop accepting, \
+            let tunnels drain up to proxy.drain_timeout and exit 0; SIGHUP reloads the policy (an invalid \
+            file keeps the old one).
+            """)
 
     @Option(name: .long, help: "The policy file.")
     var config: String = defaultConfigPath
 
+    @Option(name: .long, help: ArgumentHelp("Listen here instead of proxy.listen (repeatable; port 0 picks one).", valueName: "ADDR:PORT"))
+    var listen: [String] = []
+
+    @Option(name: .long, help: ArgumentHelp("text (logfmt) or json; overrides proxy.log_format.", valueName: "FORMAT"))
+    var logFormat: String?
+
+    @Flag(name: .long, help: "Honour the policy's debug: section (a time-boxed bypass). Without it the section is inert.")
+    var debugBypass = false
+
+    func validate() throws {
+        if let logFormat, LogFormatChoice(rawValue: logFormat) == nil { throw ValidationError("--log-format must be text or json") }
+        for address in listen where SocketAddress.parse(address) == nil {
+            throw ValidationError("--listen \(address): write IP:PORT, e.g. 127.0.0.1:3128 or [::1]:3128")
+        }
+    }
+
     func run() throws {
+        let path = config
+        let loaded = Result { () throws(PolicyLoadError) in try PolicyLoader.load(file: path, pinFiles: PinFiles.loader) }
+        let format = LogFormatChoice(rawValue: logFormat ?? ((try? loaded.get())?.proxy.logFormat.rawValue ?? "text"))!
+        let sink = LogSink(format: format)
+        LoggingSystem.bootstrap { _ in LineLogHandler(sink: sink) }
+        let logger = Logger(label: "pinproxy")
+
+        let system: TrustStore
+        let snapshot: PolicySnapshot
         do {
-            let policy = try PolicyLoader.load(file: config, pinFiles: PinFiles.loader)
-            Output.err("pinproxy: \(config) is valid (\(CheckCommand.summary(policy))); the proxy itself is not built yet")
-        } catch {
-            for e in error.errors { Output.err("\(e.file):\(e.line):\(e.column): error: \(e.message)") }
+            system = try TrustStore.system()
+            snapshot = try PolicySnapshot(policy: try loaded.get(), systemStore: system)
+        } catch let error as PolicyLoadError {
+            for e in error.errors {
+                logger.error("policy_load_failed", metadata: ["source": "\(e.file)", "line": "\(e.line)", "column": "\(e.column)", "detail": "\(e.message)"])
+            }
             throw ExitCode(1)
         }
+        let options = Proxy.Options(listen: listen.isEmpty ? nil : listen.compactMap { SocketAddress.parse($0) },
+                                    debugBypass: debugBypass,
+                                    reload: { try PolicySnapshot(policy: try PolicyLoader.load(file: path, pinFiles: PinFiles.loader), systemStore: system) })
+        let proxy: Proxy
+        do {
+            proxy = try Proxy(snapshot: snapshot, logger: logger, options: options)
+        } catch {
+            logger.error("start_failed", metadata: ["detail": "\(error)"])
+            throw ExitCode(1)
+        }
+        proxy.run()
     }
 }

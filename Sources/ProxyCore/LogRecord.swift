@@ -1,0 +1,252 @@
+import Foundation
+import Logging
+
+/// A value in a log line. Arrays of objects carry the chain and the expected pins.
+public enum LogValue: Hashable, Sendable {
+    case string(String)
+    case int(Int)
+    case bool(Bool)
+    case objects([[(String, LogValue)]])
+
+    public static func == (a: LogValue, b: LogValue) -> Bool { a.json == b.json }
+    public func hash(into h: inout Hasher) { h.combine(json) }
+
+    var json: String {
+        switch self {
+        case .string(let s): return jsonString(s)
+        case .int(let i): return String(i)
+        case .bool(let b): return b ? "true" : "false"
+        case .objects(let list):
+            return "[" + list.map { fields in "{" + fields.map { "\(jsonString($0.0)):\($0.1.json)" }.joined(separator: ",") + "}" }.joined(separator: ",") + "]"
+        }
+    }
+}
+
+/// One log line: an event and its fields in a fixed order. Built in one place per event and rendered
+/// by one of two encoders; call sites never format strings.
+public struct LogRecord: Sendable {
+    public var level: Logger.Level
+    public var event: String
+    public var fields: [(String, LogValue)]
+
+    public init(_ level: Logger.Level, _ event: String, _ fields: [(String, LogValue)] = []) {
+        self.level = level
+        self.event = event
+        self.fields = fields
+    }
+
+    public subscript(_ key: String) -> LogValue? {
+        get { fields.first { $0.0 == key }?.1 }
+        set {
+            fields.removeAll { $0.0 == key }
+            if let newValue { fields.append((key, newValue)) }
+        }
+    }
+
+    /// logfmt: `ts=… level=… event=… key=value …`. Arrays are flattened to `key.N.field=value`.
+    /// Values are quoted when they contain spaces, quotes, `=` or anything not plain printable ASCII,
+    /// and escaped, because hosts and SNIs arrive from the network.
+    public func text(at time: Date) -> String {
+        var parts = ["ts=\(timestamp(time))", "level=\(levelName)", "event=\(event)"]
+        for (key, value) in fields {
+            switch value {
+            case .objects(let list):
+                for (index, object) in list.enumerated() {
+                    for (field, inner) in object { parts.append("\(key).\(index).\(field)=\(logfmt(inner))") }
+                }
+            default:
+                parts.append("\(key)=\(logfmt(value))")
+            }
+        }
+        return parts.joined(separator: " ")
+    }
+
+    /// One JSON object with the same keys (arrays as arrays of objects).
+    public func json(at time: Date) -> String {
+        var parts = ["\"ts\":\(jsonString(timestamp(time)))", "\"level\":\(jsonString(levelName))", "\"event\":\(jsonString(event))"]
+        for (key, value) in fields { parts.append("\(jsonString(key)):\(value.json)") }
+        return "{" + parts.joined(separator: ",") + "}"
+    }
+
+    var levelName: String {
+        switch level {
+        case .trace: return "trace"
+        case .debug: return "debug"
+        case .info: return "info"
+        case .notice: return "notice"
+        case .warning: return "warning"
+        case .error: return "error"
+        case .critical: return "critical"
+        }
+    }
+
+    private func logfmt(_ value: LogValue) -> String {
+        switch value {
+        case .int(let i): return String(i)
+        case .bool(let b): return b ? "true" : "false"
+        case .objects: return "[]"
+        case .string(let s):
+            let plain = !s.isEmpty && s.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value < 0x7f && $0 != "\"" && $0 != "=" && $0 != "\\" }
+            return plain ? s : jsonString(s)
+        }
+    }
+}
+
+/// A JSON string literal; control bytes and non-ASCII are `\u` escapes so a line stays one line of ASCII.
+func jsonString(_ s: String) -> String {
+    var out = "\""
+    for scalar in s.unicodeScalars {
+        switch scalar {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        default:
+            if scalar.value < 0x20 || scalar.value >= 0x7f {
+                for unit in String(scalar).utf16 { out += "\\u" + String(unit, radix: 16).leftPadded(to: 4) }
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+    }
+    return out + "\""
+}
+
+/// RFC 3339 UTC with milliseconds.
+func timestamp(_ date: Date) -> String {
+    let ms = Int((date.timeIntervalSince1970 * 1000).rounded(.down))
+    var t = time_t(ms / 1000)
+    var parts = tm()
+    gmtime_r(&t, &parts)
+    func pad(_ v: Int32, _ n: Int) -> String { String(v).leftPadded(to: n) }
+    return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(String(ms % 1000).leftPadded(to: 3))Z"
+}
+
+extension String {
+    func leftPadded(to n: Int) -> String { String(repeating: "0", count: max(0, n - count)) + self }
+}
+
+/// Where log lines go: one `write(2)` per line, so lines from one process never interleave.
+public struct LogSink: Sendable {
+    public let format: LogFormatChoice
+    public let fd: Int32
+    public let minimumLevel: Logger.Level
+
+    public init(format: LogFormatChoice, fd: Int32 = 2, minimumLevel: Logger.Level = .info) {
+        self.format = format
+        self.fd = fd
+        self.minimumLevel = minimumLevel
+    }
+
+    public func emit(_ record: LogRecord) {
+        guard record.level >= minimumLevel else { return }
+        let now = Date()
+        let line = (format == .json ? record.json(at: now) : record.text(at: now)) + "\n"
+        var bytes = Array(line.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            offset += n
+        }
+        bytes.removeAll()
+    }
+}
+
+public enum LogFormatChoice: String, Sendable {
+    case text, json
+}
+
+/// The order of keys in a line: the identity of the connection first, the decision, then the
+/// evidence. Keys not listed follow in alphabetical order.
+enum LogKeys {
+    static let order = [
+        "conn", "client", "host", "port", "address", "sni", "tls", "rule", "rule_line", "mode", "trust",
+        "verdict", "reason", "would_refuse", "bypass", "bypass_until", "status", "detail", "pin", "pin_label",
+        "pin_at", "pin_position", "denylisted_pin", "leaf_subject", "leaf_issuer", "leaf_not_after",
+        "bytes_up", "bytes_down", "duration_ms", "verify", "close_reason", "chain", "expected", "hint",
+    ]
+    static let objectOrder = ["position", "spki", "cert", "subject", "issuer", "not_after", "anchor", "pin", "at", "label"]
+
+    static func sorted<V>(_ pairs: [(String, V)], by order: [String]) -> [(String, V)] {
+        pairs.sorted { a, b in
+            let ra = order.firstIndex(of: a.0) ?? Int.max, rb = order.firstIndex(of: b.0) ?? Int.max
+            return ra != rb ? ra < rb : a.0 < b.0
+        }
+    }
+}
+
+extension LogRecord {
+    /// The record as swift-log metadata (arrays of objects become arrays of dictionaries).
+    var metadata: Logger.Metadata {
+        var out: Logger.Metadata = [:]
+        for (key, value) in fields { out[key] = value.metadataValue }
+        return out
+    }
+
+    /// The record a handler rebuilds from swift-log metadata, in the canonical key order.
+    init(level: Logger.Level, event: String, metadata: Logger.Metadata) {
+        let fields = metadata.map { ($0.key, LogValue(metadata: $0.value)) }
+        self.init(level, event, LogKeys.sorted(fields, by: LogKeys.order))
+    }
+}
+
+extension LogValue {
+    var metadataValue: Logger.MetadataValue {
+        switch self {
+        case .string(let s): return .string(s)
+        case .int(let i): return .stringConvertible(i)
+        case .bool(let b): return .stringConvertible(b)
+        case .objects(let list):
+            return .array(list.map { object in .dictionary(Dictionary(uniqueKeysWithValues: object.map { ($0.0, $0.1.metadataValue) })) })
+        }
+    }
+
+    init(metadata: Logger.MetadataValue) {
+        switch metadata {
+        case .string(let s): self = .string(s)
+        case .stringConvertible(let c):
+            if let i = c as? Int { self = .int(i) } else if let b = c as? Bool { self = .bool(b) } else { self = .string(c.description) }
+        case .array(let items):
+            self = .objects(items.map { item in
+                guard case .dictionary(let d) = item else { return [("value", LogValue(metadata: item))] }
+                return LogKeys.sorted(d.map { ($0.key, LogValue(metadata: $0.value)) }, by: LogKeys.objectOrder)
+            })
+        case .dictionary(let d):
+            self = .objects([LogKeys.sorted(d.map { ($0.key, LogValue(metadata: $0.value)) }, by: LogKeys.objectOrder)])
+        }
+    }
+}
+
+/// pinproxy's swift-log handler: the message is the event name, metadata the fields, written as one
+/// logfmt or JSON line with the keys in `LogKeys.order`.
+public struct LineLogHandler: LogHandler {
+    public var metadata: Logger.Metadata = [:]
+    public var logLevel: Logger.Level
+    let sink: LogSink
+
+    public init(sink: LogSink) {
+        self.sink = sink
+        self.logLevel = sink.minimumLevel
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(level: Logger.Level, message: Logger.Message, metadata extra: Logger.Metadata?,
+                    source: String, file: String, function: String, line: UInt) {
+        let all = self.metadata.merging(extra ?? [:]) { $1 }
+        sink.emit(LogRecord(level: level, event: message.description, metadata: all))
+    }
+}
+
+extension Logger {
+    /// Writes one record through swift-log.
+    func emit(_ record: LogRecord) {
+        log(level: record.level, Logger.Message(stringLiteral: record.event), metadata: record.metadata)
+    }
+}

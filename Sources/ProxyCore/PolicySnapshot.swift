@@ -1,0 +1,107 @@
+import Foundation
+import PinPolicy
+import TLSInspection
+
+/// A policy with the trust stores its rules name, made once per load and never changed: each
+/// CONNECT keeps the snapshot it arrived under, and a reload swaps in a new one.
+public final class PolicySnapshot: Sendable {
+    public let policy: Policy
+    public let loadedAt: Date
+    private let system: TrustStore
+    private let caFiles: [String: TrustStore]
+
+    /// Loads every `ca-file:` the policy names (a failure is a load error, so a reload keeps the old
+    /// policy) and shares the system store between snapshots.
+    public init(policy: Policy, systemStore: TrustStore) throws {
+        var files: [String: TrustStore] = [:]
+        let paths = policy.rules.compactMap { rule -> String? in
+            if case .caFile(let path) = rule.trust { return path }
+            return nil
+        }
+        for path in Set(paths) {
+            do {
+                files[path] = try TrustStore.caFile(path)
+            } catch {
+                throw PolicyLoadError([PolicyError(file: policy.source, line: 0, column: 0, message: "cannot load the CA file \(path): \(error)")])
+            }
+        }
+        self.policy = policy
+        self.system = systemStore
+        self.caFiles = files
+        self.loadedAt = Date()
+    }
+
+    /// The store for a rule's trust; nil for `pins-only` (the validator builds anchors from pins).
+    func store(for trust: Trust) -> TrustStore? {
+        switch trust {
+        case .system: return system
+        case .caFile(let path): return caFiles[path]
+        case .pinsOnly: return nil
+        }
+    }
+}
+
+/// Concurrent CONNECTs to the same target and addresses share one probe in flight. What is shared
+/// is only what the server presented; every waiter validates and decides under its own snapshot.
+final class ProbeHub {
+    struct Key: Hashable {
+        let serverName: String?
+        let port: UInt16
+        let addresses: [IPAddress]
+    }
+
+    final class Waiter {
+        fileprivate var callback: ((ProbeResult) -> Void)?
+        /// The session no longer wants the result (the client hung up).
+        func cancel() { callback = nil }
+    }
+
+    private final class Flight {
+        var waiters: [Waiter] = []
+        var connector: Connector?
+        var probe: Probe?
+    }
+
+    private let loop: EventLoop
+    private let context = ProbeTLSContext()
+    private var flights: [Key: Flight] = [:]
+    private(set) var started = 0
+
+    init(loop: EventLoop) { self.loop = loop }
+
+    func probe(_ key: Key, settings: ProxySettings, _ callback: @escaping (ProbeResult) -> Void) -> Waiter {
+        let waiter = Waiter()
+        waiter.callback = callback
+        if let flight = flights[key] {
+            flight.waiters.append(waiter)
+            return waiter
+        }
+        let flight = Flight()
+        flight.waiters = [waiter]
+        flights[key] = flight
+        started += 1
+        let addresses = key.addresses.map { SocketAddress(ip: $0, port: key.port) }
+        flight.connector = Connector(loop: loop, addresses: addresses, perAddress: settings.connectTimeout,
+                                     total: settings.connectTotalTimeout) { [unowned self] outcome in
+            switch outcome {
+            case .failed(let refusal):
+                deliver(key, ProbeResult(outcome: .failed(refusal), address: nil, tlsVersion: ""))
+            case .connected(let fd, let address):
+                flight.probe = Probe(loop: loop, context: context, fd: fd, address: address, serverName: key.serverName,
+                                     timeout: settings.probeTimeout) { [unowned self] result in
+                    deliver(key, result)
+                }
+            }
+        }
+        return waiter
+    }
+
+    private func deliver(_ key: Key, _ result: ProbeResult) {
+        guard let flight = flights.removeValue(forKey: key) else { return }
+        for waiter in flight.waiters {
+            let callback = waiter.callback
+            waiter.callback = nil
+            callback?(result)
+        }
+    }
+}

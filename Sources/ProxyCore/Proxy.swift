@@ -1,0 +1,292 @@
+import CLibevent
+import Foundation
+import Logging
+import PinPolicy
+import TLSInspection
+
+/// The proxy: listeners, live sessions, the current policy snapshot, counters, and the signals that
+/// stop or reload it. One loop, one thread; nothing here assumes it is the only worker (the policy
+/// is an immutable snapshot, counters are per proxy and merged in `stats`).
+public final class Proxy {
+    public struct Options {
+        public var listen: [SocketAddress]?
+        public var debugBypass = false
+        /// Loads a fresh snapshot for SIGHUP; nil disables reload.
+        public var reload: (() throws -> PolicySnapshot)?
+
+        public init(listen: [SocketAddress]? = nil, debugBypass: Bool = false, reload: (() throws -> PolicySnapshot)? = nil) {
+            self.listen = listen
+            self.debugBypass = debugBypass
+            self.reload = reload
+        }
+    }
+
+    struct Counters {
+        var accepted = 0, rejected = 0, refused = 0, allowed = 0, bypassed = 0, unpinned = 0, closed = 0
+        var bytesUp = 0, bytesDown = 0
+        var liveSessionObjects = 0
+    }
+
+    let loop = EventLoop()
+    private(set) var snapshot: PolicySnapshot
+    let logger: Logger
+    let debugBypassEnabled: Bool
+    private let options: Options
+    private(set) lazy var resolver = Resolver(loop: loop, settings: snapshot.policy.proxy.dns)
+    private(set) lazy var probes = ProbeHub(loop: loop)
+    private var listeners: [OpaquePointer] = []
+    public private(set) var boundAddresses: [SocketAddress] = []
+    private var sessions: [Int: Session] = [:]
+    private var nextID = 1
+    private var tunnels = 0
+    private(set) var stopping = false
+    var counters = Counters()
+    private var signals: [SignalWatcher] = []
+    private var statsTimer: Timer?
+    private var drainTimer: Timer?
+    private var expiryReported: [Int: Date] = [:]
+    private var acceptPause: Timer?
+
+    public init(snapshot: PolicySnapshot, logger: Logger, options: Options = Options()) throws {
+        self.snapshot = snapshot
+        self.logger = logger
+        self.options = options
+        self.debugBypassEnabled = options.debugBypass
+        signal(SIGPIPE, SIG_IGN)
+        let messages = logger
+        libeventMessages.withLock { $0 = { messages.emit(LogRecord(.warning, "libevent", [("detail", .string($0))])) } }
+        for address in options.listen ?? snapshot.policy.proxy.listen { try listen(on: address) }
+    }
+
+    public enum StartError: Error, CustomStringConvertible {
+        case cannotListen(SocketAddress, String)
+        case openProxy(SocketAddress)
+        public var description: String {
+            switch self {
+            case .cannotListen(let a, let why): return "cannot listen on \(a): \(why)"
+            case .openProxy(let a):
+                return "refusing to listen on \(a) (beyond loopback) without an explicit proxy.allow_clients list: pinproxy is never an open proxy by accident"
+            }
+        }
+    }
+
+    private func listen(on address: SocketAddress) throws {
+        let policy = snapshot.policy
+        if !AddressSet.parse(["loopback"])!.contains(address.ip) && !policy.proxy.allowClientsExplicit {
+            throw StartError.openProxy(address)
+        }
+        var flags = UInt32(LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC)
+        if !address.ip.isIPv4 { flags |= UInt32(LEV_OPT_BIND_IPV6ONLY) }
+        let listener = address.withSockaddr { sa, length in
+            evconnlistener_new_bind(loop.base, { _, fd, sa, _, ctx in
+                let proxy = Unmanaged<Proxy>.fromOpaque(ctx!).takeUnretainedValue()
+                proxy.accept(fd: fd, from: sa.flatMap { SocketAddress($0) })
+            }, Unmanaged.passUnretained(self).toOpaque(), flags, -1, sa, length)
+        }
+        guard let listener else { throw StartError.cannotListen(address, errnoText(errno)) }
+        evconnlistener_set_error_cb(listener) { listener, ctx in
+            let proxy = Unmanaged<Proxy>.fromOpaque(ctx!).takeUnretainedValue()
+            proxy.acceptFailed(listener!, errno: errno)
+        }
+        listeners.append(listener)
+        if let bound = SocketAddress.local(of: evconnlistener_get_fd(listener)) { boundAddresses.append(bound) }
+    }
+
+    /// Runs until stopped by SIGTERM/SIGINT (or `stop()`), after draining tunnels.
+    public func run() {
+        // A parent may have spawned us with these blocked (the mask survives exec; test runners'
+        // threads do this), and a blocked SIGTERM would leave us unstoppable.
+        var handled = sigset_t()
+        sigemptyset(&handled)
+        for sig in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&handled, sig) }
+        pthread_sigmask(SIG_UNBLOCK, &handled, nil)
+        signals = [
+            SignalWatcher(loop: loop, signal: SIGTERM) { [unowned self] in stop(signal: "SIGTERM") },
+            SignalWatcher(loop: loop, signal: SIGINT) { [unowned self] in stop(signal: "SIGINT") },
+            SignalWatcher(loop: loop, signal: SIGHUP) { [unowned self] in reload() },
+        ]
+        logStarted()
+        scheduleStats()
+        loop.run()
+        for listener in listeners { evconnlistener_free(listener) }
+        listeners = []
+        logger.emit(LogRecord(.info, "stopped", statsFields()))
+        signals = []
+        statsTimer = nil
+    }
+
+    // MARK: accepting
+
+    private func accept(fd: Int32, from client: SocketAddress?) {
+        guard let client else {
+            close(fd)
+            return
+        }
+        counters.accepted += 1
+        counters.liveSessionObjects += 1
+        let id = nextID
+        nextID += 1
+        let session = Session(proxy: self, id: id, fd: fd, client: client)
+        guard session.clientBev != nil else { return }
+        sessions[id] = session
+    }
+
+    /// EMFILE and friends: stop accepting for a moment instead of spinning (as httpd and NIO do).
+    private func acceptFailed(_ listener: OpaquePointer, errno code: Int32) {
+        logger.emit(LogRecord(.error, "accept_failed", [("detail", .string(errnoText(code)))]))
+        evconnlistener_disable(listener)
+        acceptPause = Timer(loop: loop, after: 1) { [unowned self] in
+            if !stopping { evconnlistener_enable(listener) }
+        }
+    }
+
+    func admitTunnel() -> Bool {
+        guard tunnels < snapshot.policy.proxy.maxTunnels else { return false }
+        tunnels += 1
+        return true
+    }
+
+    func tunnelEnded() { tunnels -= 1 }
+
+    func remove(_ session: Session) {
+        sessions.removeValue(forKey: session.id)
+        if stopping && sessions.isEmpty { loop.stop() }
+    }
+
+    func sessionObjectFreed() { counters.liveSessionObjects -= 1 }
+
+    func isOwnAddress(_ address: SocketAddress) -> Bool {
+        boundAddresses.contains { bound in
+            bound.port == address.port && (bound.ip == address.ip.unmapped || bound.ip.bytes.allSatisfy { $0 == 0 })
+        }
+    }
+
+    // MARK: stop, reload
+
+    /// Stops accepting, lets tunnels drain up to `drain_timeout`, then closes the rest.
+    public func stop(signal: String = "stop") {
+        guard !stopping else { return }
+        stopping = true
+        logger.emit(LogRecord(.info, "stopping", [("signal", .string(signal)), ("tunnels", .int(tunnels)),
+                                                   ("drain_timeout_s", .int(Int(snapshot.policy.proxy.drainTimeout)))]))
+        for listener in listeners { evconnlistener_disable(listener) }
+        for session in sessions.values where session.stage == .readingRequest { session.finish(.closed("shutdown")) }
+        if sessions.isEmpty { return loop.stop() }
+        drainTimer = Timer(loop: loop, after: snapshot.policy.proxy.drainTimeout) { [unowned self] in
+            for session in Array(sessions.values) { session.finish(.closed("shutdown")) }
+            for session in Array(sessions.values) { session.release() }
+            loop.stop()
+        }
+    }
+
+    /// SIGHUP: load the file again; an invalid file keeps the old policy. Tunnels in flight keep
+    /// the snapshot they were decided under.
+    public func reload() {
+        guard let load = options.reload else { return }
+        do {
+            let fresh = try load()
+            snapshot = fresh
+            logger.emit(LogRecord(.info, "policy_reloaded", policyFields(fresh.policy)))
+            logLint(fresh.policy)
+        } catch {
+            logger.emit(LogRecord(.error, "policy_reload_failed", [("detail", .string("\(error)")), ("hint", .string("the previous policy stays in force; fix the file and send SIGHUP again"))]))
+        }
+    }
+
+    // MARK: logs
+
+    private func logStarted() {
+        let policy = snapshot.policy
+        logger.emit(LogRecord(.info, "policy_loaded", policyFields(policy)))
+        logLint(policy)
+        var fields: [(String, LogValue)] = [
+            ("listen", .string(boundAddresses.map(\.description).joined(separator: ","))),
+            ("rules", .int(policy.rules.count)), ("pinsets", .int(policy.pinsets.count)),
+            ("unpinned", .string(policy.defaults.unpinned.rawValue)), ("trust", .string(policy.defaults.trust.description)),
+            ("max_tunnels", .int(policy.proxy.maxTunnels)), ("debug_bypass", .string(bypassState(policy))),
+        ]
+        fields.append(("pid", .int(Int(getpid()))))
+        logger.emit(LogRecord(.info, "started", fields))
+        if bypassState(policy) == "inert_without_flag" {
+            logger.emit(LogRecord(.notice, "debug_bypass_inert", [
+                ("detail", .string("the policy has a debug: section, but pinproxy runs without --debug-bypass, so it has no effect")),
+            ]))
+        }
+        if bypassState(policy) == "active" {
+            logger.emit(LogRecord(.warning, "debug_bypass_active", [
+                ("bypass_until", .string(RFC3339.format(policy.debug!.until))),
+                ("hosts", .string(policy.debug!.hosts.map(\.description).joined(separator: ","))),
+                ("detail", .string("DEBUG BYPASS ACTIVE: pin refusals for these hosts are tunnelled and logged with would_refuse=true until then")),
+            ]))
+        }
+    }
+
+    private func bypassState(_ policy: Policy) -> String {
+        guard let debug = policy.debug else { return debugBypassEnabled ? "flag_without_section" : "off" }
+        if !debugBypassEnabled { return "inert_without_flag" }
+        return debug.until > Date() ? "active" : "expired"
+    }
+
+    private func policyFields(_ policy: Policy) -> [(String, LogValue)] {
+        [("source", .string(policy.source)), ("rules", .int(policy.rules.count)), ("pinsets", .int(policy.pinsets.count)),
+         ("deny", .int(policy.deny.count)), ("unpinned", .string(policy.defaults.unpinned.rawValue))]
+    }
+
+    private func logLint(_ policy: Policy) {
+        for warning in policy.lint(at: Date()) {
+            logger.emit(LogRecord(.warning, "policy_warning", [("code", .string(warning.code)), ("rule_line", .int(warning.line)),
+                                                                ("detail", .string(warning.message))]))
+        }
+    }
+
+    private func scheduleStats() {
+        let interval = snapshot.policy.proxy.statsInterval
+        guard interval > 0 else { return }
+        statsTimer = Timer(loop: loop, after: interval, repeating: true) { [unowned self] in
+            logger.emit(LogRecord(.info, "stats", statsFields()))
+        }
+    }
+
+    func statsFields() -> [(String, LogValue)] {
+        [("accepted", .int(counters.accepted)), ("active_sessions", .int(sessions.count)), ("tunnels", .int(tunnels)),
+         ("allowed", .int(counters.allowed)), ("refused", .int(counters.refused)), ("bypassed", .int(counters.bypassed)),
+         ("unpinned_total", .int(counters.unpinned)), ("rejected", .int(counters.rejected)), ("closed", .int(counters.closed)),
+         ("bytes_up", .int(counters.bytesUp)), ("bytes_down", .int(counters.bytesDown)), ("probes", .int(probes.started)),
+         ("live_session_objects", .int(counters.liveSessionObjects))]
+    }
+
+    /// Warnings the probe revealed; a rule past its `expires` is reported at error level once an hour.
+    func noteWarnings(_ evaluation: Evaluation, session: Session) {
+        for warning in evaluation.warnings {
+            if case .ruleExpired = warning {
+                let line = evaluation.rule.line
+                if let last = expiryReported[line], Date().timeIntervalSince(last) < 3600 { continue }
+                expiryReported[line] = Date()
+            }
+            logger.emit(SessionLog.warning(warning, session: session))
+        }
+    }
+
+    func logDecision(_ session: Session) {
+        let record = SessionLog.decision(session)
+        switch session.verdict {
+        case .allowed: counters.allowed += 1
+        case .bypassed: counters.bypassed += 1
+        case .unpinned: counters.unpinned += 1
+        default: break
+        }
+        logger.emit(record)
+    }
+
+    func log(_ end: Session.End, for session: Session, stageBefore: Session.Stage) {
+        switch end {
+        case .rejected: counters.rejected += 1
+        case .refused: counters.refused += 1
+        case .closed:
+            counters.closed += 1
+            counters.bytesUp += session.bytesUp
+            counters.bytesDown += session.bytesDown
+        }
+        logger.emit(SessionLog.end(end, session: session, stageBefore: stageBefore))
+    }
+}

@@ -1,0 +1,88 @@
+import CLibevent
+import Foundation
+import PinPolicy
+
+/// Asynchronous name resolution with evdns: the hosts file and nameservers of `proxy.dns`. (The
+/// policy's `resolve:` map is consulted by the session before this.)
+final class Resolver {
+    let dns: OpaquePointer
+
+    enum Failure: Error {
+        case notFound(String)
+        case failed(String)
+    }
+
+    init(loop: EventLoop, settings: DNSSettings) {
+        dns = evdns_base_new(loop.base, 0)!
+        switch settings.nameservers {
+        case .system:
+            evdns_base_resolv_conf_parse(dns, DNS_OPTION_NAMESERVERS | DNS_OPTION_MISC, "/etc/resolv.conf")
+        case .list(let servers):
+            for server in servers { _ = server.withSockaddr { evdns_base_nameserver_sockaddr_add(dns, $0, socklen_t($1), 0) } }
+        }
+        // evdns's own retries stay inside proxy.dns_timeout, which the session enforces.
+        evdns_base_set_option(dns, "timeout:", "2")
+        evdns_base_set_option(dns, "attempts:", "2")
+        // NULL would load only localhost (STACK.md pitfall 6); no hosts file means none at all.
+        if let hosts = settings.hostsFile { evdns_base_load_hosts(dns, hosts) }
+    }
+
+    deinit { evdns_base_free(dns, 1) }
+
+    /// Starts a lookup; the request calls back exactly once (also when cancelled, silently).
+    func resolve(_ name: String, _ completion: @escaping (Result<[IPAddress], Failure>) -> Void) -> ResolveRequest {
+        let request = ResolveRequest(completion: completion)
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_protocol = Int32(IPPROTO_TCP)
+        // The request keeps itself alive until evdns calls back (which may happen before this returns).
+        let context = Unmanaged.passRetained(request).toOpaque()
+        let handle = evdns_getaddrinfo(dns, name, nil, &hints, { result, list, ctx in
+            let request = Unmanaged<ResolveRequest>.fromOpaque(ctx!).takeRetainedValue()
+            request.complete(result: result, list: list)
+            if let list { evutil_freeaddrinfo(list) }
+        }, context)
+        if !request.done { request.handle = handle }
+        return request
+    }
+}
+
+/// One lookup in flight.
+final class ResolveRequest {
+    fileprivate var handle: OpaquePointer?
+    fileprivate(set) var done = false
+    private var completion: ((Result<[IPAddress], Resolver.Failure>) -> Void)?
+
+    fileprivate init(completion: @escaping (Result<[IPAddress], Resolver.Failure>) -> Void) {
+        self.completion = completion
+    }
+
+    /// No callback after this; evdns still calls back internally with EVUTIL_EAI_CANCEL.
+    func cancel() {
+        completion = nil
+        if !done, let handle { evdns_getaddrinfo_cancel(handle) }
+    }
+
+    fileprivate func complete(result: Int32, list: UnsafeMutablePointer<addrinfo>?) {
+        done = true
+        handle = nil
+        let callback = completion
+        completion = nil
+        guard let callback else { return }
+        guard result == 0 else {
+            let text = String(cString: evutil_gai_strerror(result))
+            let notFound = result == EVUTIL_EAI_NONAME || result == EVUTIL_EAI_NODATA
+            return callback(.failure(notFound ? .notFound(text) : .failed(text)))
+        }
+        var addresses: [IPAddress] = []
+        var entry = list
+        while let e = entry {
+            if let sa = e.pointee.ai_addr, let address = SocketAddress(sa)?.ip, !addresses.contains(address) {
+                addresses.append(address)
+            }
+            entry = e.pointee.ai_next
+        }
+        callback(addresses.isEmpty ? .failure(.notFound("no addresses")) : .success(addresses))
+    }
+}

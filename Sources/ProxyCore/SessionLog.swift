@@ -1,0 +1,190 @@
+import Foundation
+import PinPolicy
+
+/// The log lines of a session, built from what it decided. Every refusal line carries what an
+/// operator needs to fix the policy or spot an attack: the target, the rule, the reason, every chain
+/// certificate's pins, the expected pins, and a hint.
+enum SessionLog {
+    /// The decision line, written when a tunnel opens: `tunnel_allowed`, `tunnel_bypassed`,
+    /// `tunnel_unpinned`.
+    static func decision(_ s: Session) -> LogRecord {
+        var r: LogRecord
+        switch s.verdict {
+        case .allowed(let match):
+            r = LogRecord(.info, "tunnel_allowed", identity(s) + ruleFields(s) + [("verdict", .string("allowed"))])
+            r["pin"] = .string(match.entry.pin.description)
+            if let label = match.entry.label { r["pin_label"] = .string(label) }
+            r["pin_at"] = .string(match.entry.position.rawValue)
+            r["pin_position"] = .int(match.position)
+            r.fields += chainFields(s)
+        case .bypassed(let reason, let basis):
+            r = LogRecord(.warning, "tunnel_bypassed", identity(s) + ruleFields(s) + [
+                ("verdict", .string("bypassed")), ("would_refuse", .bool(true)), ("reason", .string(reason.rawValue)),
+                ("bypass", .string(basis.code)),
+            ])
+            if case .debugBypass(let until) = basis { r["bypass_until"] = .string(RFC3339.format(until)) }
+            if let detail = s.evaluation?.chainFailure?.detail { r["detail"] = .string(detail) }
+            r.fields += chainFields(s) + expectedFields(s)
+            r["hint"] = .string(hint(reason.rawValue, s))
+        case .unpinned(let basis):
+            r = LogRecord(.info, "tunnel_unpinned", identity(s) + [("verdict", .string("unpinned")), ("reason", .string(basis.rawValue))])
+            if let rule = s.rule { r.fields += [("rule", .string(rule.name)), ("rule_line", .int(rule.line))] }
+        case .refused, nil:
+            preconditionFailure("a decision line for a session without an open tunnel")
+        }
+        return r
+    }
+
+    /// The one line a session ends with.
+    static func end(_ end: Session.End, session s: Session, stageBefore: Session.Stage) -> LogRecord {
+        switch end {
+        case .rejected(let refusal):
+            return LogRecord(.warning, "request_rejected", [
+                ("conn", .int(s.id)), ("client", .string(s.client.description)), ("status", .int(refusal.status)),
+                ("reason", .string(refusal.reason)), ("detail", .string(refusal.detail)),
+            ])
+        case .refused(let refusal):
+            var r = LogRecord(.warning, "tunnel_refused", identity(s) + ruleFields(s) + [
+                ("verdict", .string("refused")), ("reason", .string(refusal.reason)), ("status", .int(refusal.status)),
+                ("detail", .string(refusal.detail)),
+            ])
+            if let pin = s.evaluation?.denylisted { r["denylisted_pin"] = .string(pin.description) }
+            r.fields += chainFields(s) + expectedFields(s)
+            r["hint"] = .string(hint(refusal.reason, s))
+            return r
+        case .closed(let reason):
+            var r = LogRecord(.info, "tunnel_closed", identity(s))
+            r["verdict"] = .string(verdictName(s.verdict, opened: s.decidedAt != nil))
+            r.fields += [
+                ("bytes_up", .int(s.bytesUp)), ("bytes_down", .int(s.bytesDown)),
+                ("duration_ms", .int(Int(Date().timeIntervalSince(s.decidedAt ?? s.acceptedAt) * 1000))),
+            ]
+            if s.decidedAt != nil { r["verify"] = .string(s.validation == nil ? "none" : "probe-only") }
+            r["close_reason"] = .string(s.decidedAt == nil && stageBefore != .relaying ? "\(reason)_before_decision" : reason)
+            return r
+        }
+    }
+
+    static func warning(_ warning: RuntimeWarning, session s: Session) -> LogRecord {
+        var r = LogRecord(warning.isError ? .error : .warning, "tunnel_warning", identity(s) + ruleFields(s))
+        r["reason"] = .string(warning.code)
+        switch warning {
+        case .noRealBackup:
+            r["detail"] = .string("every pin of the rule matched this one chain: the backup pin is no backup; pin a key that is not in use")
+        case .leafExpiresSoon(let notAfter):
+            r["detail"] = .string("the leaf certificate expires \(RFC3339.format(notAfter)); make sure the rule's pins survive its renewal")
+        case .ruleExpired(let at):
+            r["detail"] = .string("the rule expired \(RFC3339.format(at)) (on_expiry: \(s.rule?.onExpiry?.rawValue ?? "?")); refresh its pins and expires")
+        case .ruleExpiresSoon(let at):
+            r["detail"] = .string("the rule expires \(RFC3339.format(at)); refresh its pins and expires before then")
+        }
+        return r
+    }
+
+    // MARK: field groups
+
+    private static func identity(_ s: Session) -> [(String, LogValue)] {
+        var f: [(String, LogValue)] = [("conn", .int(s.id)), ("client", .string(s.client.description))]
+        if let authority = s.authority {
+            f.append(("host", .string(authority.target.description)))
+            f.append(("port", .int(Int(authority.port))))
+            if case .name(let name) = authority.target, s.validation != nil || s.address != nil { f.append(("sni", .string(name))) }
+        }
+        if let address = s.address { f.append(("address", .string(address.ip.description))) }
+        if !s.tlsVersion.isEmpty { f.append(("tls", .string(s.tlsVersion))) }
+        return f
+    }
+
+    private static func ruleFields(_ s: Session) -> [(String, LogValue)] {
+        guard let rule = s.rule else { return [] }
+        return [("rule", .string(rule.name)), ("rule_line", .int(rule.line)), ("mode", .string(rule.mode.rawValue)),
+                ("trust", .string(rule.trust.description))]
+    }
+
+    /// The verified chain when validation succeeded, else what the server presented.
+    private static func chainFields(_ s: Session) -> [(String, LogValue)] {
+        let certificates: [(CertificateFacts, Bool)]
+        switch s.validation {
+        case .verified(let chain)?: certificates = chain.certificates.map { ($0.facts, $0.isAnchor) }
+        case .failed(_, let presented)?: certificates = presented.map { ($0, false) }
+        case nil: return []
+        }
+        guard let leaf = certificates.first?.0 else { return [] }
+        let chain = LogValue.objects(certificates.enumerated().map { index, item in
+            [("position", .int(index)), ("spki", .string(item.0.spki.description)), ("cert", .string(item.0.certificate.description)),
+             ("subject", .string(item.0.subject)), ("not_after", .string(RFC3339.format(item.0.notAfter))), ("anchor", .bool(item.1))]
+        })
+        return [("leaf_subject", .string(leaf.subject)), ("leaf_issuer", .string(leaf.issuer)),
+                ("leaf_not_after", .string(RFC3339.format(leaf.notAfter))), ("chain_verified", .bool(s.validation.isVerified)),
+                ("chain", chain)]
+    }
+
+    private static func expectedFields(_ s: Session) -> [(String, LogValue)] {
+        guard let rule = s.rule, !rule.pins.isEmpty else { return [] }
+        return [("expected", .objects(rule.pins.map { entry in
+            var object: [(String, LogValue)] = [("pin", .string(entry.pin.description)), ("at", .string(entry.position.rawValue))]
+            if let label = entry.label { object.append(("label", .string(label))) }
+            return object
+        }))]
+    }
+
+    private static func verdictName(_ verdict: Verdict?, opened: Bool) -> String {
+        guard opened, let verdict else { return "none" }
+        switch verdict {
+        case .allowed: return "allowed"
+        case .bypassed: return "bypassed"
+        case .unpinned: return "unpinned"
+        case .refused: return "refused"
+        }
+    }
+
+    /// What the operator can do about it, safely.
+    private static func hint(_ reason: String, _ s: Session) -> String {
+        let target = s.authority?.description ?? "HOST:PORT"
+        let line = s.rule.map { " (rule at line \($0.line))" } ?? ""
+        switch reason {
+        case "pin_mismatch":
+            return "if this change is legitimate, confirm the new chain from a trusted network with 'pinproxy pin \(target)' before adding its pin\(line); the observed pins may be an attacker's"
+        case "chain_invalid":
+            return "the chain does not validate under trust \(s.rule?.trust.description ?? "?"); inspect it with 'pinproxy pin \(target)' from a trusted network and check the rule's trust"
+        case "hostname_mismatch":
+            return "the certificate does not name \(s.authority?.target.description ?? "the host"): a misconfigured server or interception"
+        case "denylisted_key":
+            return "a key on the deny list is in the chain; this is refused in every mode and never bypassed"
+        case "unpinned_denied":
+            return "add a rule for this host (get pins with 'pinproxy pin \(target)' from a trusted network) or set defaults.unpinned: allow"
+        case "port_not_allowed":
+            return "add the port to proxy.allowed_ports if tunnels to it are intended"
+        case "destination_ip_prohibited":
+            return "the destination is in proxy.deny_destinations; change that list only if this destination is intended"
+        case "client_not_allowed":
+            return "add the client's network to proxy.allow_clients if it should use the proxy"
+        case "dns_error", "dns_timeout":
+            return "check proxy.dns (nameservers, hosts_file) or map the name in resolve:"
+        case "connection_refused", "connection_timeout":
+            return "the upstream did not accept a TCP connection; check the address and port"
+        case "tls_protocol_error", "probe_timeout":
+            return "the upstream did not complete a TLS handshake; is it a TLS server on this port?"
+        case "connection_limit_reached":
+            return "raise proxy.max_tunnels if this load is expected"
+        case "proxy_loop_detected":
+            return "the target is pinproxy itself"
+        default:
+            return "see the README's log reference for this reason"
+        }
+    }
+}
+
+extension Optional where Wrapped == ChainValidation {
+    var isVerified: Bool {
+        if case .verified? = self { return true }
+        return false
+    }
+}
+
+extension RuntimeWarning {
+    var isError: Bool {
+        if case .ruleExpired = self { return true }
+        return false
+    }
+}

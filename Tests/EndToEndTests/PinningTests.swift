@@ -1,0 +1,132 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// Real TLS servers, the real proxy process, curl and urllib: allowed chains reach the intended
+/// server, forged ones are refused with a reason that curl, Python and the log all show.
+@Suite(.serialized) struct PinningTests {
+    @Test(arguments: [("leaf-ec256", "1.3"), ("leaf-ec256", "1.2"), ("leaf-rsa2048", "1.3"), ("leaf-rsa2048", "1.2")])
+    func goodChainReachesTheServer(leaf: String, tls: String) throws {
+        let server = try Upstream(leaf, name: "good \(leaf) \(tls)", tls: tls)
+        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.leafEC, Pins.leafRSA))))
+        let r = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port)
+        #expect(r.exitCode == 0, "\(r.stderr)")
+        #expect(r.connectStatus == 200 && r.status == 200)
+        #expect(r.body == "hello from good \(leaf) \(tls)\n")
+        let allowed = try #require(proxy.waitFor("tunnel_allowed"))
+        #expect(allowed["tls"] == "TLSv\(tls)")
+        #expect(allowed["pin"] == (leaf == "leaf-ec256" ? Pins.leafEC : Pins.leafRSA))
+        #expect(allowed["pin_position"] == "0" && allowed["chain.2.spki"] == Pins.root && allowed["chain.2.anchor"] == "true")
+        let closed = try #require(proxy.waitFor("tunnel_closed"))
+        #expect(closed["verdict"] == "allowed" && closed["verify"] == "probe-only")
+        #expect(Int(closed["bytes_down"] ?? "") ?? 0 > 1000)
+        #expect(try urllib(proxy: proxy.port, host: "api.pinproxy.test", port: server.port) == "OK 200 hello from good \(leaf) \(tls)")
+        #expect(proxy.stop() == 0)
+    }
+
+    /// The attack: a certificate for the pinned name from a second CA that the machine (and here
+    /// also the client) trusts.
+    @Test(arguments: ["1.3", "1.2"])
+    func rogueCAChainIsRefused(tls: String) throws {
+        let rogue = try Upstream("rogue-leaf", name: "attacker", tls: tls)
+        let proxy = try ProxyProcess(config: policy(ports: [rogue.port], rules: apiRule(pinsLine(Pins.leafEC, Pins.intermediate))))
+        let r = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: rogue.port)
+        #expect(r.exitCode == 56)
+        #expect(r.connectStatus == 502)
+        #expect(r.stderr.contains("CONNECT tunnel failed, response 502"))
+        #expect(!r.body.contains("attacker"))
+        #expect(try urllib(proxy: proxy.port, host: "api.pinproxy.test", port: rogue.port) == "ERROR Tunnel connection failed: 502 Certificate Pin Mismatch")
+        let raw = try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:\(rogue.port)")
+        #expect(statusLine(raw) == "HTTP/1.1 502 Certificate Pin Mismatch")
+        #expect(header("Proxy-Status", in: raw) == "pinproxy; error=tls_certificate_error; details=\"pin_mismatch\"")
+        #expect(header("Connection", in: raw) == "close")
+        #expect(!raw.contains(Pins.leafEC))  // expected pins never go to the client
+        let refused = try #require(proxy.waitFor("tunnel_refused"))
+        #expect(refused["reason"] == "pin_mismatch" && refused["status"] == "502" && refused["tls"] == "TLSv\(tls)")
+        #expect(refused["chain.0.spki"] == Pins.rogueLeaf && refused["chain_verified"] == "true")
+        #expect(refused["leaf_issuer"] == "CN=rogue root,O=pinproxy tests")
+        #expect(refused["expected.0.pin"] == Pins.leafEC && refused["expected.1.pin"] == Pins.intermediate)
+        #expect(refused["rule"] == "api.pinproxy.test" && refused["address"] == "127.0.0.1" && refused["sni"] == "api.pinproxy.test")
+        #expect(refused["hint"]?.contains("pinproxy pin api.pinproxy.test:\(rogue.port)") == true)
+        #expect(proxy.stop() == 0)
+    }
+
+    @Test func renewalWithTheSameKeyKeepsMatchingTheSPKIPin() throws {
+        let server = try Upstream("leaf-ec256-renewed", name: "renewed")
+        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule("    pins:\n      - { pin: \"\(Pins.leafEC)\", at: leaf }")))
+        #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port).body == "hello from renewed\n")
+    }
+
+    @Test func keyRotationNeedsTheBackupPin() throws {
+        let server = try Upstream("leaf-rotated", name: "rotated")
+        let withBackup = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(
+            "    pins:\n      - { pin: \"\(Pins.leafEC)\", at: leaf }\n      - { pin: \"\(Pins.leafRotated)\", at: leaf, label: backup key }")))
+        #expect(try curl(proxy: withBackup.port, host: "api.pinproxy.test", port: server.port).body == "hello from rotated\n")
+        #expect(withBackup.waitFor("tunnel_allowed")?["pin_label"] == "backup key")
+        let without = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule("    pins:\n      - { pin: \"\(Pins.leafEC)\", at: leaf }")))
+        #expect(try curl(proxy: without.port, host: "api.pinproxy.test", port: server.port).connectStatus == 502)
+        #expect(without.waitFor("tunnel_refused")?["reason"] == "pin_mismatch")
+    }
+
+    @Test func caPinOnTheIntermediateAndALeafPinThatMustNotMatchACA() throws {
+        let server = try Upstream("leaf-ec256", name: "good")
+        let ca = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule("    pins:\n      - { pin: \"\(Pins.intermediate)\", at: ca }")))
+        #expect(try curl(proxy: ca.port, host: "api.pinproxy.test", port: server.port).body == "hello from good\n")
+        #expect(ca.waitFor("tunnel_allowed")?["pin_position"] == "1")
+        let leafOnly = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule("    pins:\n      - { pin: \"\(Pins.intermediate)\", at: leaf }")))
+        #expect(try curl(proxy: leafOnly.port, host: "api.pinproxy.test", port: server.port).connectStatus == 502)
+        #expect(leafOnly.waitFor("tunnel_refused")?["reason"] == "pin_mismatch")
+    }
+
+    @Test func denyListedKeyIsRefusedEvenWithAMatchingPinAndWithTheBypassOn() throws {
+        let server = try Upstream("leaf-ec256", name: "good")
+        let until = RFC3339Text.inSeconds(3600)
+        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.leafEC)),
+                                                    extra: "deny: [\"\(Pins.intermediate)\"]\ndebug:\n  until: \"\(until)\"\n  hosts: [api.pinproxy.test]"),
+                                     arguments: ["--debug-bypass"])
+        let raw = try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:\(server.port)")
+        #expect(statusLine(raw) == "HTTP/1.1 502 Certificate Key Denylisted")
+        let refused = try #require(proxy.waitFor("tunnel_refused"))
+        #expect(refused["reason"] == "denylisted_key" && refused["denylisted_pin"] == Pins.intermediate)
+    }
+
+    @Test func selfSignedUpstreamUnderPinsOnlyAndUnderSystemTrust() throws {
+        let server = try Upstream("self-signed", name: "self", chain: "self-signed.pem")
+        let resolve = "  self.pinproxy.test: 127.0.0.1"
+        let pinsOnly = try ProxyProcess(config: policy(ports: [server.port], rules: "rules:\n  - host: self.pinproxy.test\n    trust: pins-only\n\(pinsLine(Pins.selfSignedCert))", resolve: resolve))
+        let ok = try curl(proxy: pinsOnly.port, host: "self.pinproxy.test", port: server.port, cacert: Paths.fixture("self-signed.pem"))
+        #expect(ok.body == "hello from self\n", "\(ok.stderr)")
+        #expect(pinsOnly.waitFor("tunnel_allowed")?["trust"] == "pins-only")
+        let system = try ProxyProcess(config: policy(ports: [server.port], rules: "rules:\n  - host: self.pinproxy.test\n    trust: system\n\(pinsLine(Pins.selfSignedCert))", resolve: resolve))
+        let raw = try connectResponse(proxy: system.port, target: "self.pinproxy.test:\(server.port)")
+        #expect(statusLine(raw) == "HTTP/1.1 502 Certificate Invalid")
+        let refused = try #require(system.waitFor("tunnel_refused"))
+        #expect(refused["reason"] == "chain_invalid" && refused["detail"]?.contains("self-signed certificate") == true)
+        #expect(refused["chain_verified"] == "false" && refused["chain.0.cert"] == Pins.selfSignedCert)
+    }
+
+    /// `ca-file:` replaces the trust store: with only the good root, the rogue chain does not even
+    /// validate (with both roots it validates and fails on the pin).
+    @Test func caFileTrustIsTheOnlyTrust() throws {
+        let rogue = try Upstream("rogue-leaf", name: "attacker")
+        let proxy = try ProxyProcess(config: policy(ports: [rogue.port], rules: apiRule("    trust: \"ca-file:\(Paths.fixture("good-root.pem"))\"\n" + pinsLine(Pins.rogueLeaf))))
+        #expect(statusLine(try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:\(rogue.port)")) == "HTTP/1.1 502 Certificate Invalid")
+        let refused = try #require(proxy.waitFor("tunnel_refused"))
+        #expect(refused["reason"] == "chain_invalid" && refused["detail"]?.contains("unable to get local issuer certificate") == true)
+    }
+
+    @Test func wrongHostnameIsRefused() throws {
+        let server = try Upstream("leaf-other-name", name: "other")
+        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.intermediate))))
+        #expect(statusLine(try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:\(server.port)")) == "HTTP/1.1 502 Certificate Invalid")
+        #expect(proxy.waitFor("tunnel_refused")?["reason"] == "hostname_mismatch")
+    }
+}
+
+enum RFC3339Text {
+    static func inSeconds(_ seconds: Double) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        return formatter.string(from: Date().addingTimeInterval(seconds))
+    }
+}

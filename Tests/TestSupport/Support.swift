@@ -1,0 +1,303 @@
+import Foundation
+
+/// Paths and process helpers shared by the test targets. Every process a test starts is bounded in
+/// time and stopped by the test (or by its stdin closing); all traffic stays on 127.0.0.1.
+public enum Paths {
+    public static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    public static let fixtures = repository.appendingPathComponent("Tests/TLSInspectionTests/Fixtures").path
+    public static let scripts = repository.appendingPathComponent("Tests/TestSupport/scripts").path
+
+    /// The built `pinproxy` next to the test bundle.
+    public static let pinproxy: String = {
+        let candidates = [
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("pinproxy").path,
+            repository.appendingPathComponent(".build/debug/pinproxy").path,
+        ]
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates[0]
+    }()
+
+    public static func fixture(_ name: String) -> String { "\(fixtures)/\(name)" }
+}
+
+public struct Run: Sendable {
+    public let status: Int32
+    public let stdout: String
+    public let stderr: String
+}
+
+/// Runs a command to completion (killed after `timeout` seconds) in the repository.
+public func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, timeout: Double = 60) throws -> Run {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    process.currentDirectoryURL = Paths.repository
+    if let environment { process.environment = environment }
+    let directory = try temporaryDirectory()
+    let outPath = directory + "/stdout", errPath = directory + "/stderr"
+    FileManager.default.createFile(atPath: outPath, contents: nil)
+    FileManager.default.createFile(atPath: errPath, contents: nil)
+    process.standardOutput = FileHandle(forWritingAtPath: outPath)
+    process.standardError = FileHandle(forWritingAtPath: errPath)
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    let deadline = Date().addingTimeInterval(timeout)
+    while process.isRunning && Date() < deadline { usleep(5_000) }
+    if process.isRunning {
+        process.terminate()
+        usleep(100_000)
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+    process.waitUntilExit()
+    let out = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
+    let err = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
+    try? FileManager.default.removeItem(atPath: directory)
+    return Run(status: process.terminationStatus, stdout: out, stderr: err)
+}
+
+public func temporaryDirectory() throws -> String {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("pinproxy-test-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url.path
+}
+
+public func temporaryFile(_ text: String, name: String = "policy.yaml") throws -> String {
+    let path = try temporaryDirectory() + "/" + name
+    try text.write(toFile: path, atomically: true, encoding: .utf8)
+    return path
+}
+
+/// A helper process that prints `PORT <n>` and runs until its stdin closes (or `stop()`).
+public final class Helper: @unchecked Sendable {
+    public let process = Process()
+    public private(set) var port: UInt16 = 0
+    private let stdin = Pipe()
+    private let stdout = Pipe()
+
+    public init(_ executable: String, _ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var text = ""
+        while !text.contains("\n") {
+            let data = stdout.fileHandleForReading.availableData
+            if data.isEmpty { break }
+            text += String(decoding: data, as: UTF8.self)
+        }
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("PORT ") }), let port = UInt16(line.dropFirst(5)) else {
+            stop()
+            throw HelperError(message: "\(executable) \(arguments) did not report a port: \(text)")
+        }
+        self.port = port
+    }
+
+    public func stop() {
+        try? stdin.fileHandleForWriting.close()
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+    }
+
+    deinit { stop() }
+}
+
+public struct HelperError: Error, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+}
+
+/// A TLS (or deliberately broken) upstream server on 127.0.0.1.
+public final class Upstream: @unchecked Sendable {
+    public let helper: Helper
+    public var port: UInt16 { helper.port }
+
+    /// - Parameters:
+    ///   - leaf: a fixture name such as `leaf-ec256`: serves `<leaf>.chain.pem` with `<leaf>.key.pem`.
+    public init(_ leaf: String = "leaf-ec256", name: String? = nil, tls: String = "any", mode: String = "https",
+                chain: String? = nil, port: UInt16 = 0, extra: [String] = []) throws {
+        var args = ["\(Paths.scripts)/upstream.py", "--name", name ?? leaf, "--tls", tls, "--mode", mode, "--port", String(port)]
+        args += ["--cert", Paths.fixture(chain ?? "\(leaf).chain.pem"), "--key", Paths.fixture("\(leaf).key.pem")]
+        args += ["--ca", Paths.fixture("good-root.pem")] + extra
+        helper = try Helper("/usr/bin/env", ["python3"] + args)
+    }
+
+    public func stop() { helper.stop() }
+}
+
+/// Parses one logfmt line into its keys and values.
+public func parseLogfmt(_ line: String) -> [String: String] {
+    var out: [String: String] = [:]
+    let chars = Array(line.unicodeScalars)
+    var i = 0
+    while i < chars.count {
+        while i < chars.count && chars[i] == " " { i += 1 }
+        var key = ""
+        while i < chars.count && chars[i] != "=" && chars[i] != " " { key.unicodeScalars.append(chars[i]); i += 1 }
+        guard i < chars.count, chars[i] == "=" else { break }
+        i += 1
+        var value = ""
+        if i < chars.count && chars[i] == "\"" {
+            i += 1
+            while i < chars.count && chars[i] != "\"" {
+                if chars[i] == "\\" && i + 1 < chars.count {
+                    i += 1
+                    switch chars[i] {
+                    case "n": value += "\n"
+                    case "t": value += "\t"
+                    case "u":
+                        let hex = String(String.UnicodeScalarView(chars[(i + 1)..<min(i + 5, chars.count)]))
+                        if let v = UInt32(hex, radix: 16), let s = Unicode.Scalar(v) { value.unicodeScalars.append(s) }
+                        i += 4
+                    default: value.unicodeScalars.append(chars[i])
+                    }
+                } else {
+                    value.unicodeScalars.append(chars[i])
+                }
+                i += 1
+            }
+            i += 1
+        } else {
+            while i < chars.count && chars[i] != " " { value.unicodeScalars.append(chars[i]); i += 1 }
+        }
+        out[key] = value
+    }
+    return out
+}
+
+/// `pinproxy run` as a process, with its log lines.
+public final class ProxyProcess: @unchecked Sendable {
+    public let process = Process()
+    public let logPath: String
+    public let configPath: String
+    public private(set) var port: UInt16 = 0
+
+    /// Starts `pinproxy run --config <yaml> --listen 127.0.0.1:0` and waits for its `started` line.
+    public init(config yaml: String, arguments: [String] = [], listen: [String] = ["127.0.0.1:0"]) throws {
+        let directory = try temporaryDirectory()
+        configPath = directory + "/pinproxy.yaml"
+        logPath = directory + "/stderr.log"
+        try yaml.write(toFile: configPath, atomically: true, encoding: .utf8)
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        process.executableURL = URL(fileURLWithPath: Paths.pinproxy)
+        process.arguments = ["run", "--config", configPath] + listen.flatMap { ["--listen", $0] } + arguments
+        process.standardError = FileHandle(forWritingAtPath: logPath)
+        process.standardOutput = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        guard let started = waitFor("started", timeout: 20) else {
+            terminate()
+            throw HelperError(message: "pinproxy did not start: \(log)")
+        }
+        let listenText = started["listen"] ?? ""
+        port = UInt16(listenText.split(separator: ",").first?.split(separator: ":").last ?? "") ?? 0
+    }
+
+    public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    public var lines: [[String: String]] { log.split(separator: "\n").map { parseLogfmt(String($0)) } }
+
+    public func events(_ event: String) -> [[String: String]] { lines.filter { $0["event"] == event } }
+
+    /// Waits (bounded) for a line with this event that satisfies `matching`.
+    @discardableResult
+    public func waitFor(_ event: String, timeout: Double = 15, matching: ([String: String]) -> Bool = { _ in true }) -> [String: String]? {
+        let deadline = Date().addingTimeInterval(timeout)
+        repeat {
+            if let line = events(event).first(where: matching) { return line }
+            if !process.isRunning { return events(event).first(where: matching) }
+            usleep(20_000)
+        } while Date() < deadline
+        return nil
+    }
+
+    /// The line for one connection's end (`tunnel_refused`, `tunnel_closed`, `request_rejected`).
+    public func waitForConn(_ event: String, host: String? = nil, timeout: Double = 15) -> [String: String]? {
+        waitFor(event, timeout: timeout) { host == nil || $0["host"] == host }
+    }
+
+    public func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+
+    /// SIGTERM, then waits (bounded) for the exit status.
+    public func stop(timeout: Double = 20) -> Int32 {
+        signal(SIGTERM)
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    public func terminate() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    /// Resident memory of the proxy in KiB, from /proc.
+    public var rssKiB: Int {
+        let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+
+    deinit { terminate() }
+}
+
+/// What curl saw.
+public struct CurlResult: Sendable {
+    public let exitCode: Int32
+    /// The CONNECT response status (`%{http_connect}`), 0 when none.
+    public let connectStatus: Int
+    /// The final HTTP status through the tunnel.
+    public let status: Int
+    public let body: String
+    public let stderr: String
+}
+
+/// `curl --proxy http://127.0.0.1:<proxy> --cacert both-roots.pem https://<host>:<port>/`
+public func curl(proxy: UInt16, host: String, port: UInt16, cacert: String = Paths.fixture("both-roots.pem"), extra: [String] = []) throws -> CurlResult {
+    let marker = "\n--pinproxy-test--"
+    let r = try run("/usr/bin/curl", ["-sS", "--max-time", "20", "--proxy", "http://127.0.0.1:\(proxy)", "--cacert", cacert,
+                                      "-w", "\(marker)%{http_connect} %{http_code}"] + extra + ["https://\(host):\(port)/"], timeout: 30)
+    let parts = r.stdout.components(separatedBy: marker)
+    let codes = (parts.last ?? "").split(separator: " ").compactMap { Int($0) }
+    return CurlResult(exitCode: r.status, connectStatus: codes.first ?? 0, status: codes.count > 1 ? codes[1] : 0,
+                      body: parts.count > 1 ? parts.dropLast().joined() : "", stderr: r.stderr)
+}
+
+/// Python's urllib with HTTPS_PROXY set: prints `OK <status> <body>` or `ERROR <reason>`.
+public func urllib(proxy: UInt16, host: String, port: UInt16, cacert: String = Paths.fixture("both-roots.pem")) throws -> String {
+    var environment = ProcessInfo.processInfo.environment
+    environment["HTTPS_PROXY"] = "http://127.0.0.1:\(proxy)"
+    environment["https_proxy"] = "http://127.0.0.1:\(proxy)"
+    environment["NO_PROXY"] = ""
+    environment["no_proxy"] = ""
+    let r = try run("/usr/bin/env", ["python3", "\(Paths.scripts)/clients.py", "get", "https://\(host):\(port)/", cacert], environment: environment)
+    return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
+/// Sends raw bytes to the proxy and returns everything it answers until it closes (bounded).
+public func rawExchange(port: UInt16, send: [UInt8], timeout: Double = 15, readLimit: Int = 1 << 20) throws -> String {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw HelperError(message: "socket failed") }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else { throw HelperError(message: "connect to proxy failed") }
+    var tv = timeval(tv_sec: Int(timeout), tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    if !send.isEmpty { _ = send.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+    var received: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while received.count < readLimit {
+        let n = recv(fd, &buffer, buffer.count, 0)
+        if n <= 0 { break }
+        received += buffer[0..<n]
+    }
+    return String(decoding: received, as: UTF8.self)
+}

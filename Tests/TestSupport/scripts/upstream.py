@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""A test upstream on 127.0.0.1 for pinproxy's end-to-end tests. Prints 'PORT <n>' once listening,
+then serves until stdin closes (so it never outlives the test that started it).
+
+modes:
+  https       TLS with the given chain; answers any HTTP request with 'hello from <name>'
+  clientcert  as https, but requires a client certificate (pinproxy's probe has none)
+  silent      accepts TCP and never says anything
+  plain       speaks plain HTTP, not TLS
+  bulk        TLS; after a request, sends up to --bulk-bytes as fast as the peer reads
+"""
+import argparse, os, socket, ssl, sys, threading
+
+p = argparse.ArgumentParser()
+p.add_argument("--cert"); p.add_argument("--key"); p.add_argument("--name", default="upstream")
+p.add_argument("--tls", choices=["1.2", "1.3", "any"], default="any")
+p.add_argument("--mode", default="https"); p.add_argument("--ca")
+p.add_argument("--bulk-bytes", type=int, default=1 << 30)
+p.add_argument("--port", type=int, default=0)
+p.add_argument("--bind", default="127.0.0.1")
+a = p.parse_args()
+
+ctx = None
+if a.mode in ("https", "clientcert", "bulk"):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(a.cert, a.key)
+    if a.tls == "1.2": ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    if a.tls == "1.3": ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    if a.mode == "clientcert":
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.load_verify_locations(a.ca)
+
+srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind((a.bind, a.port)); srv.listen(512)
+print("PORT", srv.getsockname()[1], flush=True)
+
+def read_request(conn):
+    data = b""
+    while b"\r\n\r\n" not in data and len(data) < 65536:
+        chunk = conn.recv(4096)
+        if not chunk: return None
+        data += chunk
+    return data
+
+def handle(raw):
+    raw.settimeout(30)
+    try:
+        if a.mode == "silent":
+            raw.recv(1); return
+        conn = ctx.wrap_socket(raw, server_side=True) if ctx else raw
+        if read_request(conn) is None: return
+        if a.mode == "bulk":
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % a.bulk_bytes)
+            chunk = b"x" * 65536; sent = 0
+            while sent < a.bulk_bytes:
+                conn.sendall(chunk); sent += len(chunk)
+            return
+        body = ("hello from %s\n" % a.name).encode()
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+        try:
+            conn.shutdown(socket.SHUT_WR) if ctx is None else conn.unwrap()
+        except Exception:
+            pass
+    except Exception:
+        pass
+    finally:
+        try: raw.close()
+        except Exception: pass
+
+def serve():
+    while True:
+        try: c, _ = srv.accept()
+        except OSError: return
+        threading.Thread(target=handle, args=(c,), daemon=True).start()
+
+threading.Thread(target=serve, daemon=True).start()
+sys.stdin.read()  # the test closes stdin (or dies) to stop us
+os._exit(0)
