@@ -43,7 +43,14 @@ final class Resolver {
             request.complete(result: result, list: list)
             if let list { evutil_freeaddrinfo(list) }
         }, context)
-        if !request.done { request.handle = handle }
+        if !request.done {
+            request.handle = handle
+            // Not in the hosts file, and nobody to ask: evdns would queue the query until a
+            // nameserver appears. Say so now instead of at dns_timeout.
+            if evdns_base_count_nameservers(dns) == 0 {
+                request.fail(.notFound("not in the hosts file, and proxy.dns has no nameservers"))
+            }
+        }
         return request
     }
 }
@@ -62,6 +69,13 @@ final class ResolveRequest {
     func cancel() {
         completion = nil
         if !done, let handle { evdns_getaddrinfo_cancel(handle) }
+    }
+
+    /// Ends the lookup with a failure of our own, before evdns answers.
+    fileprivate func fail(_ failure: Resolver.Failure) {
+        let callback = completion
+        cancel()
+        callback?(.failure(failure))
     }
 
     fileprivate func complete(result: Int32, list: UnsafeMutablePointer<addrinfo>?) {

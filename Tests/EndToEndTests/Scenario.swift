@@ -25,7 +25,7 @@ func policy(ports: [UInt16], rules: String = "rules: []", unpinned: String = "al
       allowed_ports: [\(ports.map(String.init).joined(separator: ", "))]
       deny_destinations: [link-local, unspecified, multicast]
       dns: { nameservers: [], hosts_file: none }
-      stats_interval: 0
+    \(proxy.contains("stats_interval") ? "" : "  stats_interval: 0")
     \(proxy.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
     defaults:
       unpinned: \(unpinned)

@@ -104,6 +104,7 @@ public final class Helper: @unchecked Sendable {
 
 public struct HelperError: Error, CustomStringConvertible {
     public let message: String
+    public init(message: String) { self.message = message }
     public var description: String { message }
 }
 

@@ -9,7 +9,7 @@ modes:
   plain       speaks plain HTTP, not TLS
   bulk        TLS; after a request, sends up to --bulk-bytes as fast as the peer reads
 """
-import argparse, os, socket, ssl, sys, threading
+import argparse, os, socket, ssl, sys, threading, time
 
 p = argparse.ArgumentParser()
 p.add_argument("--cert"); p.add_argument("--key"); p.add_argument("--name", default="upstream")
@@ -46,8 +46,11 @@ def read_request(conn):
 def handle(raw):
     raw.settimeout(30)
     try:
-        if a.mode == "silent":
-            raw.recv(1); return
+        if a.mode == "silent":  # accept TCP, never answer, hold the connection
+            time.sleep(30); return
+        if a.mode == "plain":  # a plain HTTP server answers a ClientHello with 400, as nginx does
+            raw.recv(4096)
+            raw.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"); return
         conn = ctx.wrap_socket(raw, server_side=True) if ctx else raw
         if read_request(conn) is None: return
         if a.mode == "bulk":

@@ -1,0 +1,169 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// Every bad request gets a clean status, a Proxy-Status and a log line, and the proxy keeps serving.
+@Suite(.serialized) struct BadRequestTests {
+    static let badRequests: [(request: String, status: String, reason: String)] = [
+        ("GET http://api.pinproxy.test/ HTTP/1.1\r\nHost: api.pinproxy.test\r\n\r\n", "405 Method Not Allowed", "method_not_allowed"),
+        ("POST / HTTP/1.1\r\n\r\n", "405 Method Not Allowed", "method_not_allowed"),
+        ("CONNECT api.pinproxy.test HTTP/1.1\r\n\r\n", "400 Bad Request", "bad_request"),
+        ("CONNECT 127.1:443 HTTP/1.1\r\n\r\n", "400 Bad Request", "bad_request"),
+        ("CONNECT 0x7f.0.0.1:443 HTTP/1.1\r\n\r\n", "400 Bad Request", "bad_request"),
+        ("CONNECT 2130706433:443 HTTP/1.1\r\n\r\n", "400 Bad Request", "bad_request"),
+        ("CONNECT user@api.pinproxy.test:443 HTTP/1.1\r\n\r\n", "400 Bad Request", "bad_request"),
+        ("CONNECT api%2epinproxy.test:443 HTTP/1.1\r\n\r\n", "400 Bad Request", "bad_request"),
+        ("CONNECT [fe80::1%25eth0]:443 HTTP/1.1\r\n\r\n", "400 Bad Request", "bad_request"),
+        ("CONNECT api.pinproxy.test:0443 HTTP/1.1\r\n\r\n", "400 Bad Request", "bad_request"),
+        ("CONNECT api.pinproxy.test:65536 HTTP/1.1\r\n\r\n", "400 Bad Request", "bad_request"),
+        ("CONNECT b\u{fc}cher.test:443 HTTP/1.1\r\n\r\n", "400 Bad Request", "bad_request"),
+        ("CONNECT api.pinproxy.test:443 HTTP/2.0\r\n\r\n", "400 Bad Request", "bad_request"),
+        ("CONNECT api.pinproxy.test:443 HTTP/1.1\r\nHost: evil.test:443\r\n\r\n", "400 Bad Request", "bad_request"),
+        ("CONNECT api.pinproxy.test:443 HTTP/1.1\r\n folded: header\r\n\r\n", "400 Bad Request", "bad_request"),
+        ("garbage\r\n\r\n", "400 Bad Request", "bad_request"),
+        ("CONNECT api.pinproxy.test:443 HTTP/1.1\r\nX: \(String(repeating: "a", count: 9000))\r\n\r\n", "431 Request Header Fields Too Large", "request_too_large"),
+        ("CONNECT api.pinproxy.test:443 HTTP/1.1\r\n" + String(repeating: "X-A: b\r\n", count: 101) + "\r\n", "431 Request Header Fields Too Large", "request_too_large"),
+    ]
+
+    @Test func everyBadRequestGetsACleanErrorAndTheProxyKeepsServing() throws {
+        let server = try Upstream("leaf-ec256", name: "still here")
+        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.leafEC))))
+        for (index, bad) in Self.badRequests.enumerated() {
+            let response = try rawExchange(port: proxy.port, send: Array(bad.request.utf8))
+            #expect(statusLine(response) == "HTTP/1.1 \(bad.status)", "request \(index): \(bad.request.prefix(60))")
+            #expect(header("Connection", in: response) == "close")
+            #expect(header("Proxy-Status", in: response)?.contains("details=\"\(bad.reason)\"") == true)
+        }
+        let methodResponse = try rawExchange(port: proxy.port, send: Array(Self.badRequests[0].request.utf8))
+        #expect(header("Allow", in: methodResponse) == "CONNECT")
+        #expect(methodResponse.contains("pinproxy only tunnels HTTPS with CONNECT"))
+        #expect(proxy.waitFor("request_rejected", matching: { _ in proxy.events("request_rejected").count >= Self.badRequests.count + 1 }) != nil)
+        #expect(proxy.events("request_rejected").map { $0["reason"]! }.prefix(Self.badRequests.count) == Self.badRequests.map(\.reason)[...])
+        #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port).body == "hello from still here\n")
+    }
+
+    @Test func http10WithoutHostIsAccepted() throws {
+        let server = try Upstream("leaf-ec256", name: "python")
+        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.leafEC))))
+        let response = try rawExchange(port: proxy.port, send: Array("CONNECT api.pinproxy.test:\(server.port) HTTP/1.0\r\n\r\n".utf8), timeout: 1)
+        #expect(response == "HTTP/1.1 200 Connection established\r\n\r\n")
+    }
+
+    @Test func headerTimeoutAnswers408() throws {
+        let proxy = try ProxyProcess(config: policy(ports: [443], proxy: "header_timeout: 300ms"))
+        let response = try rawExchange(port: proxy.port, send: Array("CONNECT api.pinproxy.test:443 HTTP/1.1\r\n".utf8), timeout: 5)
+        #expect(statusLine(response) == "HTTP/1.1 408 Request Timeout")
+        #expect(proxy.waitFor("request_rejected")?["reason"] == "header_timeout")
+    }
+
+    @Test func refusalsBeforeAnyCertificateIsSeen() throws {
+        let server = try Upstream("leaf-ec256", name: "x")
+        let silent = try Upstream("leaf-ec256", name: "silent", mode: "silent")
+        let plain = try Upstream("leaf-ec256", name: "plain", mode: "plain")
+        let closedPort = try freePort()
+        let ports = [server.port, silent.port, plain.port, closedPort]
+        let resolve = "  api.pinproxy.test: 127.0.0.1\n  denied.pinproxy.test: 169.254.1.1\n  mixed.pinproxy.test: [169.254.1.1, 127.0.0.1]"
+        let rules = apiRule(pinsLine(Pins.leafEC)) + "\n  - host: \"*.pinproxy.test\"\n" + pinsLine(Pins.leafEC)
+        let proxy = try ProxyProcess(config: policy(ports: ports, rules: rules, resolve: resolve, proxy: "probe_timeout: 1s"))
+        let cases: [(String, String, String, String)] = [
+            ("api.pinproxy.test:22", "403 Forbidden by Pin Policy", "http_request_denied", "port_not_allowed"),
+            ("169.254.1.1:\(server.port)", "403 Destination Forbidden", "destination_ip_prohibited", "destination_ip_prohibited"),
+            ("[::ffff:169.254.1.1]:\(server.port)", "403 Destination Forbidden", "destination_ip_prohibited", "destination_ip_prohibited"),
+            ("denied.pinproxy.test:\(server.port)", "403 Destination Forbidden", "destination_ip_prohibited", "destination_ip_prohibited"),
+            ("nowhere.pinproxy.test:\(server.port)", "502 DNS Error", "dns_error", "dns_error"),
+            ("api.pinproxy.test:\(closedPort)", "502 Connection Failed", "connection_refused", "connection_refused"),
+            ("api.pinproxy.test:\(silent.port)", "504 TLS Handshake Timeout", "connection_read_timeout", "probe_timeout"),
+            ("api.pinproxy.test:\(plain.port)", "502 TLS Handshake Failed", "tls_protocol_error", "tls_protocol_error"),
+        ]
+        for (target, status, proxyStatus, reason) in cases {
+            let response = try connectResponse(proxy: proxy.port, target: target)
+            #expect(statusLine(response) == "HTTP/1.1 \(status)", "\(target)")
+            #expect(header("Proxy-Status", in: response) == "pinproxy; error=\(proxyStatus); details=\"\(reason)\"", "\(target)")
+        }
+        let refused = proxy.events("tunnel_refused")
+        #expect(refused.map { $0["reason"] ?? "" } == cases.map(\.3))
+        #expect(refused[3]["detail"] == "denied.pinproxy.test resolved only to denied destinations: 169.254.1.1 (link-local)")
+        // A denied address among allowed ones is dropped, the rest is used.
+        #expect(try curl(proxy: proxy.port, host: "mixed.pinproxy.test", port: server.port).connectStatus == 502)  // cert is for api.*
+        #expect(proxy.waitFor("tunnel_refused") { $0["host"] == "mixed.pinproxy.test" }?["address"] == "127.0.0.1")
+        #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port).body == "hello from x\n")
+    }
+
+    @Test func clientsOutsideAllowClientsAreRefused() throws {
+        let proxy = try ProxyProcess(config: policy(ports: [443], proxy: "allow_clients: [\"10.0.0.0/8\"]"))
+        let response = try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:443")
+        #expect(statusLine(response) == "HTTP/1.1 403 Client Not Allowed")
+        #expect(proxy.waitFor("tunnel_refused")?["reason"] == "client_not_allowed")
+    }
+
+    @Test func listeningBeyondLoopbackWithoutAllowClientsRefusesToStart() throws {
+        let path = try temporaryFile(policy(ports: [443]))
+        let r = try run(Paths.pinproxy, ["run", "--config", path, "--listen", "0.0.0.0:0"], timeout: 20)
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("event=start_failed"))
+        #expect(r.stderr.contains("without an explicit proxy.allow_clients list"))
+    }
+
+    @Test func aConnectToPinproxyItselfIsALoop() throws {
+        let port = try freePort()
+        let proxy = try ProxyProcess(config: policy(ports: [port], resolve: "  self.pinproxy.test: 127.0.0.1"), listen: ["127.0.0.1:\(port)"])
+        let response = try connectResponse(proxy: proxy.port, target: "self.pinproxy.test:\(port)")
+        #expect(statusLine(response) == "HTTP/1.1 403 Proxy Loop Detected")
+        #expect(header("Proxy-Status", in: response) == "pinproxy; error=proxy_loop_detected; details=\"proxy_loop_detected\"")
+    }
+
+    @Test func tooManyTunnelsGets503WithRetryAfter() throws {
+        let silent = try Upstream("leaf-ec256", name: "slow", mode: "silent")
+        let proxy = try ProxyProcess(config: policy(ports: [silent.port], rules: apiRule(pinsLine(Pins.leafEC)), proxy: "max_tunnels: 1\nprobe_timeout: 3s"))
+        let first = try OpenConnection(port: proxy.port, send: "CONNECT api.pinproxy.test:\(silent.port) HTTP/1.1\r\n\r\n")
+        #expect(proxy.waitFor("probe_pending_marker", timeout: 0.3) == nil)  // let the first CONNECT reach the probe
+        let response = try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:\(silent.port)")
+        #expect(statusLine(response) == "HTTP/1.1 503 Too Many Tunnels")
+        #expect(header("Retry-After", in: response) == "1")
+        #expect(header("Proxy-Status", in: response) == "pinproxy; error=connection_limit_reached; details=\"connection_limit_reached\"")
+        first.close()
+    }
+
+    /// A client that hangs up while its CONNECT waits for a probe is cleaned up at once.
+    @Test func aClientHangUpDuringTheProbeFreesTheSession() throws {
+        let silent = try Upstream("leaf-ec256", name: "slow", mode: "silent")
+        let proxy = try ProxyProcess(config: policy(ports: [silent.port], rules: apiRule(pinsLine(Pins.leafEC)), proxy: "probe_timeout: 20s\nstats_interval: 200ms"))
+        let client = try OpenConnection(port: proxy.port, send: "CONNECT api.pinproxy.test:\(silent.port) HTTP/1.1\r\n\r\n")
+        usleep(300_000)
+        client.close()
+        let closed = try #require(proxy.waitFor("tunnel_closed", timeout: 5))
+        #expect(closed["close_reason"] == "client_closed_before_decision")
+        #expect(proxy.waitFor("stats", timeout: 5) { $0["active_sessions"] == "0" && $0["live_session_objects"] == "0" && $0["tunnels"] == "0" } != nil)
+    }
+}
+
+/// A port nothing listens on (bound, read, and released).
+func freePort() throws -> UInt16 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+    return UInt16(bigEndian: address.sin_port)
+}
+
+/// A client connection kept open by the test.
+final class OpenConnection {
+    let fd: Int32
+
+    init(port: UInt16, send text: String) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let ok = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard ok == 0 else { throw HelperError(message: "connect failed") }
+        _ = Array(text.utf8).withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    func close() { Glibc.close(fd) }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import Testing
+import TestSupport
+
+@Suite(.serialized) struct ResolutionTests {
+    /// The tunnel goes to the address the probe verified. A DNS answer that changes between queries
+    /// (first the genuine server, then the attacker's) must not redirect the tunnel.
+    @Test func theTunnelGoesToTheProbedAddress() throws {
+        let good = try Upstream("leaf-ec256", name: "genuine")
+        let rogue = try Upstream("rogue-leaf", name: "attacker", port: good.port, extra: ["--bind", "127.0.0.2"])
+        let dns = try Helper("/usr/bin/env", ["python3", "\(Paths.scripts)/dns.py", "api.pinproxy.test", "127.0.0.1", "127.0.0.2"])
+        let proxy = try ProxyProcess(config: policy(ports: [good.port], rules: apiRule(pinsLine(Pins.leafEC)), resolve: "  {}",
+                                                    proxy: "dns: { nameservers: [\"127.0.0.1:\(dns.port)\"], hosts_file: none }")
+                                        .replacingOccurrences(of: "  dns: { nameservers: [], hosts_file: none }\n", with: ""))
+        // One CONNECT resolves once: the probe and the tunnel both use the first answer. Were the tunnel
+        // to resolve again, it would reach the attacker, who answers "hello from attacker".
+        #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: good.port).body == "hello from genuine\n")
+        #expect(proxy.waitFor("tunnel_closed")?["address"] == "127.0.0.1")
+        // The next CONNECT gets the attacker's address, probes it, and is refused there.
+        #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: good.port).connectStatus == 502)
+        let refused = try #require(proxy.waitFor("tunnel_refused"))
+        #expect(refused["address"] == "127.0.0.2" && refused["reason"] == "pin_mismatch")
+        _ = rogue
+    }
+
+    @Test func aRefusedConnectionMovesOnToTheNextAddress() throws {
+        let good = try Upstream("leaf-ec256", name: "second")
+        let proxy = try ProxyProcess(config: policy(ports: [good.port], rules: apiRule(pinsLine(Pins.leafEC)),
+                                                    resolve: "  api.pinproxy.test: [127.0.0.3, 127.0.0.1]"))
+        #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: good.port).body == "hello from second\n")
+        #expect(proxy.waitFor("tunnel_allowed")?["address"] == "127.0.0.1")
+    }
+
+    /// A verification failure never falls through to the next address.
+    @Test func aRogueFirstAddressIsRefusedWithoutFallingThrough() throws {
+        let good = try Upstream("leaf-ec256", name: "genuine")
+        let rogue = try Upstream("rogue-leaf", name: "attacker", port: good.port, extra: ["--bind", "127.0.0.2"])
+        let proxy = try ProxyProcess(config: policy(ports: [good.port], rules: apiRule(pinsLine(Pins.leafEC)),
+                                                    resolve: "  api.pinproxy.test: [127.0.0.2, 127.0.0.1]"))
+        #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: good.port).connectStatus == 502)
+        let refused = try #require(proxy.waitFor("tunnel_refused"))
+        #expect(refused["address"] == "127.0.0.2" && refused["reason"] == "pin_mismatch")
+        _ = rogue
+    }
+
+    /// A server that wants a client certificate aborts after sending its chain (TLS 1.2) or after
+    /// the handshake (TLS 1.3); pinproxy judges it on the chain it sent.
+    @Test(arguments: ["1.2", "1.3"])
+    func aServerRequiringAClientCertificateIsJudgedOnItsChain(tls: String) throws {
+        let good = try Upstream("leaf-ec256", name: "mtls", tls: tls, mode: "clientcert")
+        let proxy = try ProxyProcess(config: policy(ports: [good.port], rules: apiRule(pinsLine(Pins.leafEC))))
+        let raw = try rawExchange(port: proxy.port, send: Array("CONNECT api.pinproxy.test:\(good.port) HTTP/1.1\r\n\r\n".utf8), timeout: 1)
+        #expect(raw.hasPrefix("HTTP/1.1 200 Connection established"))
+        #expect(proxy.waitFor("tunnel_allowed")?["pin"] == Pins.leafEC)
+
+        let rogue = try Upstream("rogue-leaf", name: "mtls-rogue", tls: tls, mode: "clientcert")
+        let rules = "rules:\n  - host: api.pinproxy.test\n\(pinsLine(Pins.leafEC))"
+        let second = try ProxyProcess(config: policy(ports: [rogue.port], rules: rules))
+        #expect(statusLine(try connectResponse(proxy: second.port, target: "api.pinproxy.test:\(rogue.port)")) == "HTTP/1.1 502 Certificate Pin Mismatch")
+    }
+}
