@@ -1,28 +1,47 @@
 import ArgumentParser
 import Foundation
 import PinPolicy
+import ProxyCore
 import TLSInspection
 
 struct PinCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pin",
-        abstract: "Print the pins of certificates and a ready-to-paste policy rule.",
+        abstract: "Print the pins of a server's chain or of certificate files, and a ready-to-paste rule.",
         discussion: """
+            pinproxy pin HOST[:PORT]     probes the server the way the proxy does (honouring --config's \
+            resolve:, dns and the trust of the rule for HOST, or --connect-to) and prints the verified chain.
             pinproxy pin --cert FILE...  reads PEM (one or more certificates) or DER files.
 
-            The SPKI pin equals the value of
+            Discovery must happen on a network you trust: on an intercepted network the pins printed are \
+            the attacker's. The SPKI pin equals the value of
               openssl x509 -pubkey -noout -in FILE | openssl pkey -pubin -outform DER | openssl dgst -sha256 -binary | base64
-            Take pins only from certificates you obtained over a network you trust.
             """)
+
+    @Argument(help: ArgumentHelp("The server to probe (port 443 when omitted).", valueName: "HOST[:PORT]"))
+    var target: String?
 
     @Option(name: .long, parsing: .upToNextOption, help: ArgumentHelp("Certificate files (PEM or DER).", valueName: "FILE"))
     var cert: [String] = []
 
+    @Option(name: .long, help: "The policy file whose resolve:, dns and trust apply (default: none; system trust and DNS).")
+    var config: String?
+
+    @Option(name: .customLong("connect-to"), help: ArgumentHelp("Connect to this address instead of resolving HOST.", valueName: "ADDR"))
+    var connectTo: String?
+
     func validate() throws {
-        if cert.isEmpty { throw ValidationError("give --cert FILE... (probing a live HOST arrives with the proxy)") }
+        if cert.isEmpty == (target == nil) { throw ValidationError("give HOST[:PORT] or --cert FILE..., not both") }
+        if let connectTo, IPAddress(connectTo) == nil, IPAddress(String(connectTo.dropFirst().dropLast())) == nil {
+            throw ValidationError("--connect-to takes an IP address")
+        }
     }
 
     func run() throws {
+        if let target { try probe(target) } else { try files() }
+    }
+
+    private func files() throws {
         var all: [CertificateFacts] = []
         for path in cert {
             let certificates: [Certificate]
@@ -41,6 +60,59 @@ struct PinCommand: ParsableCommand {
             }
         }
         Output.out(CertificateReport.suggestedRule(for: all))
+    }
+
+    private func probe(_ text: String) throws {
+        let authority: Authority
+        switch Authority.parse(text.contains(":") && !text.hasSuffix("]") ? text : (text + ":443")) {
+        case .success(let a): authority = a
+        case .failure(let problem):
+            Output.err("pinproxy pin: \(text): \(problem)")
+            throw ExitCode(1)
+        }
+        let policy: Policy
+        do {
+            policy = try config.map { try PolicyLoader.load(file: $0, pinFiles: PinFiles.loader) } ?? Policy(defaults: PolicyDefaults(unpinned: .allow))
+        } catch let error as PolicyLoadError {
+            for e in error.errors { Output.err("\(e.file):\(e.line):\(e.column): error: \(e.message)") }
+            throw ExitCode(1)
+        }
+        let forced = connectTo.flatMap { IPAddress($0) ?? IPAddress(String($0.dropFirst().dropLast())) }.map { [$0] }
+        let seen: OneShotProbe.Seen
+        do {
+            seen = try OneShotProbe.run(authority, policy: policy, connectTo: forced)
+        } catch {
+            Output.err("pinproxy pin: \(authority): \(error)")
+            throw ExitCode(1)
+        }
+        let rule = policy.rule(for: authority)
+        let trust = rule?.trust ?? policy.defaults.trust
+        let store: TrustStore?
+        switch trust {
+        case .system: store = try TrustStore.system()
+        case .caFile(let path): store = try TrustStore.caFile(path)
+        case .pinsOnly: store = nil
+        }
+        let validation = ChainValidator.validate(presented: seen.presented, target: authority.target, store: store,
+                                                 pinsOnlyAnchors: trust == .pinsOnly ? rule?.pins.map(\.pin) ?? [] : nil)
+        Output.out("# pinproxy pin \(authority): \(seen.address.ip) answered with \(seen.tlsVersion)" + (seen.completed ? "" : " (it then asked for a client certificate)"))
+        Output.out("# Take these pins only on a network you trust: behind an interception proxy they are the attacker's.")
+        let chain: [CertificateFacts]
+        switch validation {
+        case .verified(let verified):
+            Output.out("# The chain is valid under trust \(trust) for \(authority.target).")
+            chain = verified.certificates.map(\.facts)
+        case .failed(let failure, let presented):
+            Output.out("# WARNING: the chain does NOT validate under trust \(trust): \(failure.detail). Shown as presented.")
+            chain = presented
+        }
+        Output.out("")
+        for (position, facts) in chain.enumerated() {
+            Output.out(CertificateReport.describe(facts, position: position))
+            Output.out("")
+        }
+        if let rule { Output.out("# The policy's rule for this target is at line \(rule.line) ('\(rule.name)').") }
+        Output.out(CertificateReport.suggestedRule(for: chain, host: authority.target))
     }
 }
 
@@ -63,11 +135,16 @@ enum CertificateReport {
     }
 
     /// A rule that pins the leaf key and, when present, the issuing CA's key.
-    static func suggestedRule(for chain: [CertificateFacts]) -> String {
+    static func suggestedRule(for chain: [CertificateFacts], host known: Target? = nil) -> String {
         guard let leaf = chain.first(where: { !$0.isCA }) ?? chain.first else { return "" }
         let host = leaf.subjectAltNames.first { $0.hasPrefix("DNS:") }.map { String($0.dropFirst(4)) }
         let ip = leaf.subjectAltNames.first { $0.hasPrefix("IP:") }.map { String($0.dropFirst(3)) }
-        let target = host.map { "host: \"\($0)\"" } ?? ip.map { "ip: \($0)" } ?? "host: \"REPLACE.example.com\""
+        let target: String
+        switch known {
+        case .name(let name)?: target = "host: \"\(name)\""
+        case .ip(let address)?: target = "ip: \"\(address)\""
+        case nil: target = host.map { "host: \"\($0)\"" } ?? ip.map { "ip: \"\($0)\"" } ?? "host: \"REPLACE.example.com\""
+        }
         var lines = [
             "# Ready-to-paste rule (under rules:). Confirm these pins from a network you trust.",
             "- \(target)",

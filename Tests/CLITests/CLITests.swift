@@ -154,6 +154,6 @@ func temporaryFile(_ text: String, name: String = "policy.yaml") throws -> Strin
         #expect(garbage.stderr.contains("not a readable certificate"))
         let none = try pinproxy("pin")
         #expect(none.status != 0)
-        #expect(none.stderr.contains("give --cert FILE"))
+        #expect(none.stderr.contains("give HOST[:PORT] or --cert FILE..."))
     }
 }

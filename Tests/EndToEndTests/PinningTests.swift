@@ -130,3 +130,42 @@ enum RFC3339Text {
         return formatter.string(from: Date().addingTimeInterval(seconds))
     }
 }
+
+/// `pinproxy pin HOST:PORT`: the operator's first command, against the tests' own servers.
+@Suite(.serialized) struct PinHostTests {
+    @Test(arguments: ["1.2", "1.3"])
+    func printsTheVerifiedChainsPinsAndARule(tls: String) throws {
+        let server = try Upstream("leaf-ec256", name: "pinned", tls: tls)
+        let config = try temporaryFile(policy(ports: [server.port]))
+        let r = try run(Paths.pinproxy, ["pin", "api.pinproxy.test:\(server.port)", "--config", config], timeout: 30)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.hasPrefix("# pinproxy pin api.pinproxy.test:\(server.port): 127.0.0.1 answered with TLSv\(tls)\n"))
+        #expect(r.stdout.contains("# Take these pins only on a network you trust"))
+        #expect(r.stdout.contains("# The chain is valid under trust ca-file:"))
+        #expect(r.stdout.contains("position:  0 (leaf)\nsubject:   CN=api.pinproxy.test,O=pinproxy tests\n"))
+        #expect(r.stdout.contains("spki pin:  \(Pins.leafEC)\n"))
+        #expect(r.stdout.contains("spki pin:  \(Pins.intermediate)\n"))
+        #expect(r.stdout.contains("position:  2 (CA)"))  // the anchor, though the server did not send it
+        #expect(r.stdout.contains("spki pin:  \(Pins.root)\n"))
+        #expect(r.stdout.contains("- host: \"api.pinproxy.test\"\n  pins:\n    - { pin: \"\(Pins.leafEC)\", at: leaf"))
+        #expect(r.stdout.contains("    - { pin: \"\(Pins.intermediate)\", at: ca"))
+        #expect(r.stdout.contains("# add a backup pin"))
+    }
+
+    @Test func connectToAndAnUnverifiableChain() throws {
+        let rogue = try Upstream("rogue-leaf", name: "attacker")
+        let r = try run(Paths.pinproxy, ["pin", "api.pinproxy.test:\(rogue.port)", "--connect-to", "127.0.0.1"], timeout: 30)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("# WARNING: the chain does NOT validate under trust system: unable to get local issuer certificate. Shown as presented."))
+        #expect(r.stdout.contains("spki pin:  \(Pins.rogueLeaf)\n"))
+    }
+
+    @Test func failuresAreCleanErrors() throws {
+        let closed = try freePort()
+        let r = try run(Paths.pinproxy, ["pin", "api.pinproxy.test:\(closed)", "--connect-to", "127.0.0.1"], timeout: 30)
+        #expect(r.status == 1)
+        #expect(r.stderr.hasPrefix("pinproxy pin: api.pinproxy.test:\(closed): 127.0.0.1:\(closed): Connection refused"))
+        let bad = try run(Paths.pinproxy, ["pin", "127.1:443"], timeout: 30)
+        #expect(bad.status == 1 && bad.stderr.contains("non-canonical form"))
+    }
+}

@@ -1,0 +1,89 @@
+import Foundation
+import PinPolicy
+import TLSInspection
+
+/// One probe outside the proxy, for `pinproxy pin HOST`: resolve as the proxy would (the policy's
+/// `resolve:`, then `proxy.dns`), connect, handshake, and hand back what the server presented.
+public enum OneShotProbe {
+    public struct Seen {
+        public let presented: [Certificate]
+        public let address: SocketAddress
+        public let tlsVersion: String
+        /// False when the server aborted after its chain (it wanted a client certificate).
+        public let completed: Bool
+    }
+
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    public static func run(_ authority: Authority, policy: Policy, connectTo: [IPAddress]? = nil) throws(Failure) -> Seen {
+        let loop = EventLoop()
+        let settings = policy.proxy
+        var outcome: Result<Seen, Failure> = .failure(Failure(description: "the probe did not finish"))
+        var finished = false
+        func finish(_ result: Result<Seen, Failure>) {
+            outcome = result
+            finished = true
+            loop.stop()
+        }
+        var resolver: Resolver?
+        var request: ResolveRequest?
+        var connector: Connector?
+        var probe: Probe?
+        let context = ProbeTLSContext()
+        let serverName: String? = if case .name(let n) = authority.target { n } else { nil }
+
+        func probeAddresses(_ addresses: [IPAddress]) {
+            connector = Connector(loop: loop, addresses: addresses.map { SocketAddress(ip: $0, port: authority.port) },
+                                  perAddress: settings.connectTimeout, total: settings.connectTotalTimeout) { connected in
+                switch connected {
+                case .failed(let refusal):
+                    finish(.failure(Failure(description: refusal.detail)))
+                case .connected(let fd, let address):
+                    probe = Probe(loop: loop, context: context, fd: fd, address: address, serverName: serverName,
+                                  timeout: settings.probeTimeout) { result in
+                        switch result.outcome {
+                        case .failed(let refusal): finish(.failure(Failure(description: refusal.detail)))
+                        case .chain(let certificates, let completed):
+                            finish(.success(Seen(presented: certificates, address: address, tlsVersion: result.tlsVersion, completed: completed)))
+                        }
+                    }
+                }
+            }
+        }
+
+        if let connectTo {
+            probeAddresses(connectTo)
+        } else {
+            switch authority.target {
+            case .ip(let ip): probeAddresses([ip])
+            case .name(let name):
+                if let mapped = policy.resolve[name] {
+                    probeAddresses(mapped)
+                } else {
+                    resolver = Resolver(loop: loop, settings: settings.dns)
+                    request = resolver!.resolve(name) { result in
+                        switch result {
+                        case .success(let addresses): probeAddresses(addresses)
+                        case .failure(.notFound(let why)), .failure(.failed(let why)):
+                            finish(.failure(Failure(description: "\(name) did not resolve: \(why)")))
+                        }
+                    }
+                }
+            }
+        }
+        // Bounded: DNS, connect and handshake each have their own deadline; this is the backstop.
+        let backstop = Timer(loop: loop, after: settings.dnsTimeout + settings.connectTotalTimeout + settings.probeTimeout + 1) {
+            finish(.failure(Failure(description: "no answer in time")))
+        }
+        // A callback may already have finished synchronously; libevent forgets a stop requested
+        // before the loop runs, so only run when there is still something to wait for.
+        if !finished { loop.run() }
+        backstop.cancel()
+        request?.cancel()
+        connector?.cancel()
+        probe?.cancel()
+        return try outcome.get()
+    }
+}
