@@ -166,6 +166,27 @@ public func parseLogfmt(_ line: String) -> [String: String] {
     return out
 }
 
+/// A text (logfmt) or JSON log line, flattened the same way: arrays of objects become `key.N.field`.
+public func parseLogLine(_ line: String) -> [String: String] {
+    guard line.hasPrefix("{") else { return parseLogfmt(line) }
+    guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return [:] }
+    var out: [String: String] = [:]
+    func text(_ value: Any) -> String {
+        if let b = value as? Bool, type(of: value) == type(of: true as NSNumber) || "\(type(of: value))" == "__NSCFBoolean" { return b ? "true" : "false" }
+        return "\(value)"
+    }
+    for (key, value) in object {
+        if let list = value as? [[String: Any]] {
+            for (index, item) in list.enumerated() {
+                for (field, inner) in item { out["\(key).\(index).\(field)"] = text(inner) }
+            }
+        } else {
+            out[key] = text(value)
+        }
+    }
+    return out
+}
+
 /// `pinproxy run` as a process, with its log lines.
 public final class ProxyProcess: @unchecked Sendable {
     public let process = Process()
@@ -196,7 +217,7 @@ public final class ProxyProcess: @unchecked Sendable {
 
     public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
-    public var lines: [[String: String]] { log.split(separator: "\n").map { parseLogfmt(String($0)) } }
+    public var lines: [[String: String]] { log.split(separator: "\n").map { parseLogLine(String($0)) } }
 
     public func events(_ event: String) -> [[String: String]] { lines.filter { $0["event"] == event } }
 
@@ -290,7 +311,8 @@ public func rawExchange(port: UInt16, send: [UInt8], timeout: Double = 15, readL
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
     guard connected == 0 else { throw HelperError(message: "connect to proxy failed") }
-    var tv = timeval(tv_sec: Int(timeout), tv_usec: 0)
+    // SO_RCVTIMEO of zero means "block forever": keep the fraction.
+    var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1_000_000))
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
     if !send.isEmpty { _ = send.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
     var received: [UInt8] = []

@@ -1,0 +1,101 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The README's log reference is the interface: the keys it documents are exactly the keys the
+/// proxy emits, in text and in JSON, and every emitted event is documented.
+@Suite(.serialized) struct LogReferenceTests {
+    static let readme = (try? String(contentsOfFile: Paths.repository.appendingPathComponent("README.md").path, encoding: .utf8)) ?? ""
+
+    static func table(after heading: String) -> [String] {
+        guard let section = readme.components(separatedBy: heading).dropFirst().first?.components(separatedBy: "\n### ").first else { return [] }
+        return section.split(separator: "\n").filter { $0.hasPrefix("| `") }.flatMap { row in
+            row.split(separator: "|").first!.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "`")) }
+        }
+    }
+
+    /// Keys as documented: `chain.0.spki` is written `chain.N.spki`.
+    static func normalised(_ key: String) -> String {
+        key.split(separator: ".").map { $0.allSatisfy(\.isNumber) ? "N" : String($0) }.joined(separator: ".")
+    }
+
+    /// Runs scenarios that produce every documented event that a test can provoke, in one format,
+    /// and returns the events and keys seen.
+    func emitted(format: String) throws -> (events: Set<String>, keys: Set<String>) {
+        let good = try Upstream("leaf-ec256", name: "good")
+        let rogue = try Upstream("rogue-leaf", name: "rogue", port: good.port, extra: ["--bind", "127.0.0.2"])
+        let rotated = try Upstream("leaf-rotated", name: "rotated", port: good.port, extra: ["--bind", "127.0.0.3"])
+        let config = """
+            version: 1
+            proxy:
+              allowed_ports: [\(good.port)]
+              deny_destinations: [link-local]
+              dns: { nameservers: [], hosts_file: none }
+              stats_interval: 200ms
+              drain_timeout: 1s
+            defaults: { unpinned: allow, trust: "ca-file:\(Paths.fixture("both-roots.pem"))" }
+            resolve:
+              api.pinproxy.test: 127.0.0.1
+              x.api.pinproxy.test: 127.0.0.2
+              y.api.pinproxy.test: 127.0.0.3
+              free.pinproxy.test: 127.0.0.1
+            deny: ["\(Pins.leafRotated)"]
+            rules:
+              - host: api.pinproxy.test
+                pins: [{ pin: "\(Pins.leafEC)", label: leaf }, "\(Pins.intermediate)"]
+              - host: "*.api.pinproxy.test"
+                pins: [{ pin: "\(Pins.leafEC)", at: leaf, label: leaf }]
+            debug:
+              until: "\(RFC3339Text.inSeconds(3600))"
+              hosts: [x.api.pinproxy.test]
+            """
+        var events = Set<String>(), keys = Set<String>()
+        func collect(_ lines: [[String: String]]) {
+            for line in lines {
+                events.insert(line["event"] ?? "?")
+                keys.formUnion(line.keys.map(Self.normalised))
+            }
+        }
+        let proxy = try ProxyProcess(config: config, arguments: ["--debug-bypass", "--log-format", format])
+        _ = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: good.port)                 // allowed + warning + closed
+        _ = try rawExchange(port: proxy.port, send: Array("CONNECT x.api.pinproxy.test:\(good.port) HTTP/1.1\r\n\r\n".utf8), timeout: 0.5)  // bypassed (debug)
+        _ = try connectResponse(proxy: proxy.port, target: "y.api.pinproxy.test:\(good.port)")      // refused (deny list)
+        _ = try rawExchange(port: proxy.port, send: Array("CONNECT free.pinproxy.test:\(good.port) HTTP/1.1\r\n\r\n".utf8), timeout: 0.5)  // unpinned
+        _ = try rawExchange(port: proxy.port, send: Array("GET / HTTP/1.1\r\n\r\n".utf8))           // rejected
+        #expect(proxy.waitFor("tunnel_closed") { $0["host"] == "free.pinproxy.test" } != nil)
+        let original = try String(contentsOfFile: proxy.configPath, encoding: .utf8)
+        try "version: 1\nbogus: true\n".write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
+        proxy.signal(SIGHUP)
+        #expect(proxy.waitFor("policy_reload_failed") != nil)
+        try original.write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
+        proxy.signal(SIGHUP)
+        #expect(proxy.waitFor("policy_reloaded") != nil)
+        #expect(proxy.waitFor("stats") != nil)
+        #expect(proxy.stop() == 0)
+        collect(proxy.lines)
+
+        let inert = try ProxyProcess(config: config, arguments: ["--log-format", format])
+        #expect(inert.waitFor("debug_bypass_inert") != nil)
+        #expect(inert.stop() == 0)
+        collect(inert.lines)
+
+        let broken = try temporaryFile("version: 1\ndefaults: {unpinned: maybe}\n")
+        collect(try run(Paths.pinproxy, ["run", "--config", broken, "--log-format", format], timeout: 20).stderr.split(separator: "\n").map { parseLogLine(String($0)) })
+        let open = try temporaryFile(config)
+        collect(try run(Paths.pinproxy, ["run", "--config", open, "--log-format", format, "--listen", "0.0.0.0:0"], timeout: 20).stderr.split(separator: "\n").map { parseLogLine(String($0)) })
+        _ = (rogue, rotated)
+        return (events, keys)
+    }
+
+    @Test func theREADMEKeyTableEqualsTheKeysEmittedInBothFormats() throws {
+        let documentedKeys = Set(Self.table(after: "### Log keys"))
+        let documentedEvents = Set(Self.table(after: "### Events"))
+        #expect(documentedKeys.count > 60 && documentedEvents.count > 15)
+        let text = try emitted(format: "text")
+        let json = try emitted(format: "json")
+        #expect(text.keys == json.keys, "only in text: \(text.keys.subtracting(json.keys)); only in json: \(json.keys.subtracting(text.keys))")
+        #expect(text.keys == documentedKeys, "undocumented: \(text.keys.subtracting(documentedKeys).sorted()); never emitted: \(documentedKeys.subtracting(text.keys).sorted())")
+        #expect(text.events.isSubset(of: documentedEvents), "undocumented events: \(text.events.subtracting(documentedEvents))")
+        #expect(documentedEvents.subtracting(text.events) == ["accept_failed", "libevent"])  // need fd exhaustion or a libevent fault
+    }
+}
