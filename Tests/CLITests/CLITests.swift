@@ -1,52 +1,10 @@
 import Foundation
 import Testing
+import TestSupport
 
-let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-let fixtures = repository.appendingPathComponent("Tests/TLSInspectionTests/Fixtures").path
+let fixtures = Paths.fixtures
 
-/// The built `pinproxy` next to the test bundle.
-let pinproxyBinary: String = {
-    let candidates = [
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("pinproxy").path,
-        repository.appendingPathComponent(".build/debug/pinproxy").path,
-    ]
-    return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates[0]
-}()
-
-struct Run {
-    let status: Int32
-    let stdout: String
-    let stderr: String
-}
-
-/// Runs a command to completion (bounded: 60 s) with the repository as working directory.
-func run(_ executable: String, _ arguments: [String], input: String? = nil) throws -> Run {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    process.currentDirectoryURL = repository
-    let out = Pipe(), err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let deadline = Date().addingTimeInterval(60)
-    let stdout = out.fileHandleForReading.readDataToEndOfFile()
-    let stderr = err.fileHandleForReading.readDataToEndOfFile()
-    while process.isRunning && Date() < deadline { usleep(10_000) }
-    if process.isRunning { process.terminate() }
-    process.waitUntilExit()
-    return Run(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
-}
-
-func pinproxy(_ arguments: String...) throws -> Run { try run(pinproxyBinary, arguments) }
-
-func temporaryFile(_ text: String, name: String = "policy.yaml") throws -> String {
-    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("pinproxy-cli-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-    let path = dir.appendingPathComponent(name).path
-    try text.write(toFile: path, atomically: true, encoding: .utf8)
-    return path
-}
+func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, arguments) }
 
 @Suite struct CheckCommandTests {
     @Test(arguments: ["config/pinproxy.yaml", "config/examples/strict-allowlist.yaml", "config/examples/self-signed-internal.yaml"])

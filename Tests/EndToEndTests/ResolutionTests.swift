@@ -59,3 +59,26 @@ import TestSupport
         #expect(statusLine(try connectResponse(proxy: second.port, target: "api.pinproxy.test:\(rogue.port)")) == "HTTP/1.1 502 Certificate Pin Mismatch")
     }
 }
+
+@Suite(.serialized) struct SharedProbeTests {
+    /// Concurrent CONNECTs to the same target share one probe; each still gets its own verdict line.
+    @Test func concurrentConnectsShareOneProbe() throws {
+        let slow = try Upstream("leaf-ec256", name: "slow", mode: "slow")
+        let proxy = try ProxyProcess(config: policy(ports: [slow.port], rules: apiRule(pinsLine(Pins.leafEC)), proxy: "stats_interval: 200ms"))
+        let clients = try (0..<3).map { _ in try OpenConnection(port: proxy.port, send: "CONNECT api.pinproxy.test:\(slow.port) HTTP/1.1\r\n\r\n") }
+        #expect(proxy.waitFor("tunnel_allowed") { _ in proxy.events("tunnel_allowed").count == 3 } != nil)
+        #expect(proxy.waitFor("stats") { $0["probes"] == "1" && $0["allowed"] == "3" } != nil, "\(proxy.events("stats").last ?? [:])")
+        clients.forEach { $0.close() }
+    }
+
+    /// Shown as skipped (not passed) on a machine whose loopback has no IPv6.
+    @Test(.enabled(if: FileManager.default.contents(atPath: "/proc/net/if_inet6").map { !$0.isEmpty } ?? false, "no IPv6 loopback"))
+    func listensOnIPv6Loopback() throws {
+        let server = try Upstream("leaf-ec256", name: "v6")
+        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.leafEC))), listen: ["[::1]:0"])
+        #expect(proxy.waitFor("started")?["listen"]?.hasPrefix("[::1]:") == true)
+        let r = try run("/usr/bin/curl", ["-sS", "--max-time", "10", "--proxy", "http://[::1]:\(proxy.port)", "--cacert", Paths.fixture("both-roots.pem"),
+                                          "https://api.pinproxy.test:\(server.port)/"])
+        #expect(r.stdout == "hello from v6\n", "\(r.stderr)")
+    }
+}

@@ -21,7 +21,7 @@ p.add_argument("--bind", default="127.0.0.1")
 a = p.parse_args()
 
 ctx = None
-if a.mode in ("https", "clientcert", "bulk"):
+if a.mode in ("https", "clientcert", "bulk", "slow"):
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(a.cert, a.key)
     if a.tls == "1.2": ctx.maximum_version = ssl.TLSVersion.TLSv1_2
@@ -51,6 +51,8 @@ def handle(raw):
         if a.mode == "plain":  # a plain HTTP server answers a ClientHello with 400, as nginx does
             raw.recv(4096)
             raw.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"); return
+        if a.mode == "slow":  # TLS, but the handshake starts only after a second
+            time.sleep(1)
         conn = ctx.wrap_socket(raw, server_side=True) if ctx else raw
         if read_request(conn) is None: return
         if a.mode == "bulk":
