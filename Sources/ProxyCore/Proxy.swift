@@ -46,6 +46,8 @@ public final class Proxy {
     private var drainTimer: Timer?
     private var expiryReported: [Int: Date] = [:]
     private var acceptPause: Timer?
+    private let systemd = SystemdNotifier()
+    private var watchdogTimer: Timer?
 
     public init(snapshot: PolicySnapshot, logger: Logger, options: Options = Options()) throws {
         self.snapshot = snapshot
@@ -55,14 +57,21 @@ public final class Proxy {
         signal(SIGPIPE, SIG_IGN)
         let messages = logger
         libeventMessages.withLock { $0 = { messages.emit(LogRecord(.warning, "libevent", [("detail", .string($0))])) } }
-        for address in options.listen ?? snapshot.policy.proxy.listen { try listen(on: address) }
+        let inherited = SocketActivation.inheritedSockets()
+        if !inherited.isEmpty && options.listen == nil {
+            for fd in inherited { try adopt(fd) }
+        } else {
+            for address in options.listen ?? snapshot.policy.proxy.listen { try listen(on: address) }
+        }
     }
 
     public enum StartError: Error, CustomStringConvertible {
         case cannotListen(SocketAddress, String)
         case openProxy(SocketAddress)
+        case notAListeningSocket(Int32)
         public var description: String {
             switch self {
+            case .notAListeningSocket(let fd): return "fd \(fd) from socket activation is not an IP socket"
             case .cannotListen(let a, let why): return "cannot listen on \(a): \(why)"
             case .openProxy(let a):
                 return "refusing to listen on \(a) (beyond loopback) without an explicit proxy.allow_clients list: pinproxy is never an open proxy by accident"
@@ -71,19 +80,36 @@ public final class Proxy {
     }
 
     private func listen(on address: SocketAddress) throws {
-        let policy = snapshot.policy
-        if !AddressSet.parse(["loopback"])!.contains(address.ip) && !policy.proxy.allowClientsExplicit {
-            throw StartError.openProxy(address)
-        }
+        try checkNotOpen(address)
         var flags = UInt32(LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC)
         if !address.ip.isIPv4 { flags |= UInt32(LEV_OPT_BIND_IPV6ONLY) }
         let listener = address.withSockaddr { sa, length in
-            evconnlistener_new_bind(loop.base, { _, fd, sa, _, ctx in
-                let proxy = Unmanaged<Proxy>.fromOpaque(ctx!).takeUnretainedValue()
-                proxy.accept(fd: fd, from: sa.flatMap { SocketAddress($0) })
-            }, Unmanaged.passUnretained(self).toOpaque(), flags, -1, sa, length)
+            evconnlistener_new_bind(loop.base, proxyAcceptCB, Unmanaged.passUnretained(self).toOpaque(), flags, -1, sa, length)
         }
         guard let listener else { throw StartError.cannotListen(address, errnoText(errno)) }
+        register(listener)
+    }
+
+    /// A listening socket systemd made for us (socket activation).
+    private func adopt(_ fd: Int32) throws {
+        guard let address = SocketAddress.local(of: fd) else { throw StartError.notAListeningSocket(fd) }
+        try checkNotOpen(address)
+        evutil_make_socket_nonblocking(fd)
+        let flags = UInt32(LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC)
+        guard let listener = evconnlistener_new(loop.base, proxyAcceptCB, Unmanaged.passUnretained(self).toOpaque(), flags, -1, fd) else {
+            throw StartError.cannotListen(address, errnoText(errno))
+        }
+        register(listener)
+    }
+
+    /// Never an open proxy by accident: beyond loopback only with an explicit `allow_clients`.
+    private func checkNotOpen(_ address: SocketAddress) throws {
+        if !AddressSet.parse(["loopback"])!.contains(address.ip) && !snapshot.policy.proxy.allowClientsExplicit {
+            throw StartError.openProxy(address)
+        }
+    }
+
+    private func register(_ listener: OpaquePointer) {
         evconnlistener_set_error_cb(listener) { listener, ctx in
             let proxy = Unmanaged<Proxy>.fromOpaque(ctx!).takeUnretainedValue()
             proxy.acceptFailed(listener!, errno: errno)
@@ -107,7 +133,12 @@ public final class Proxy {
         ]
         logStarted()
         scheduleStats()
+        systemd.notify("READY=1\nSTATUS=\(statusLine())")
+        if let interval = systemd.watchdogInterval {
+            watchdogTimer = Timer(loop: loop, after: interval, repeating: true) { [unowned self] in systemd.notify("WATCHDOG=1") }
+        }
         loop.run()
+        watchdogTimer = nil
         for listener in listeners { evconnlistener_free(listener) }
         listeners = []
         logger.emit(LogRecord(.info, "stopped", statsFields()))
@@ -117,7 +148,7 @@ public final class Proxy {
 
     // MARK: accepting
 
-    private func accept(fd: Int32, from client: SocketAddress?) {
+    fileprivate func accept(fd: Int32, from client: SocketAddress?) {
         guard let client else {
             close(fd)
             return
@@ -167,6 +198,7 @@ public final class Proxy {
     public func stop(signal: String = "stop") {
         guard !stopping else { return }
         stopping = true
+        systemd.notify("STOPPING=1\nSTATUS=stopping: draining \(tunnels) tunnels")
         logger.emit(LogRecord(.info, "stopping", [("signal", .string(signal)), ("tunnels", .int(tunnels)),
                                                    ("drain_timeout_s", .int(Int(snapshot.policy.proxy.drainTimeout)))]))
         for listener in listeners { evconnlistener_disable(listener) }
@@ -183,6 +215,8 @@ public final class Proxy {
     /// the snapshot they were decided under.
     public func reload() {
         guard let load = options.reload else { return }
+        systemd.notify("RELOADING=1\nMONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())")
+        defer { systemd.notify("READY=1\nSTATUS=\(statusLine())") }
         do {
             let fresh = try load()
             snapshot = fresh
@@ -244,7 +278,13 @@ public final class Proxy {
         guard interval > 0 else { return }
         statsTimer = Timer(loop: loop, after: interval, repeating: true) { [unowned self] in
             logger.emit(LogRecord(.info, "stats", statsFields()))
+            systemd.notify("STATUS=\(statusLine())")
         }
+    }
+
+    /// The one-line summary systemd shows in `systemctl status`.
+    private func statusLine() -> String {
+        "\(tunnels) tunnels open; \(counters.allowed) allowed, \(counters.refused) refused, \(counters.bypassed) bypassed, \(counters.unpinned) unpinned; \(snapshot.policy.rules.count) rules"
     }
 
     func statsFields() -> [(String, LogValue)] {
@@ -289,4 +329,9 @@ public final class Proxy {
         }
         logger.emit(SessionLog.end(end, session: session, stageBefore: stageBefore))
     }
+}
+
+private let proxyAcceptCB: evconnlistener_cb = { _, fd, sa, _, ctx in
+    let proxy = Unmanaged<Proxy>.fromOpaque(ctx!).takeUnretainedValue()
+    proxy.accept(fd: fd, from: sa.flatMap { SocketAddress($0) })
 }

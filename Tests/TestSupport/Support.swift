@@ -195,7 +195,8 @@ public final class ProxyProcess: @unchecked Sendable {
     public private(set) var port: UInt16 = 0
 
     /// Starts `pinproxy run --config <yaml> --listen 127.0.0.1:0` and waits for its `started` line.
-    public init(config yaml: String, arguments: [String] = [], listen: [String] = ["127.0.0.1:0"]) throws {
+    public init(config yaml: String, arguments: [String] = [], listen: [String] = ["127.0.0.1:0"],
+                environment: [String: String]? = nil) throws {
         let directory = try temporaryDirectory()
         configPath = directory + "/pinproxy.yaml"
         logPath = directory + "/stderr.log"
@@ -203,6 +204,7 @@ public final class ProxyProcess: @unchecked Sendable {
         FileManager.default.createFile(atPath: logPath, contents: nil)
         process.executableURL = URL(fileURLWithPath: Paths.pinproxy)
         process.arguments = ["run", "--config", configPath] + listen.flatMap { ["--listen", $0] } + arguments
+        if let environment { process.environment = environment }
         process.standardError = FileHandle(forWritingAtPath: logPath)
         process.standardOutput = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice
