@@ -163,7 +163,8 @@ public enum LogFormatChoice: String, Sendable {
 /// evidence. Keys not listed follow in alphabetical order.
 enum LogKeys {
     static let order = [
-        "conn", "client", "host", "port", "address", "sni", "tls", "rule", "rule_line", "mode", "trust",
+        "source", "listen", "accepted", "active_sessions", "tunnels", "allowed", "refused", "bypassed", "unpinned_total",
+        "rejected", "closed", "conn", "client", "host", "port", "address", "sni", "tls", "rule", "rule_line", "mode", "trust",
         "verdict", "reason", "would_refuse", "bypass", "bypass_until", "status", "detail", "pin", "pin_label",
         "pin_at", "pin_position", "denylisted_pin", "leaf_subject", "leaf_issuer", "leaf_not_after",
         "bytes_up", "bytes_down", "duration_ms", "verify", "close_reason", "chain", "expected", "hint",
@@ -237,10 +238,9 @@ public struct LineLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    public func log(level: Logger.Level, message: Logger.Message, metadata extra: Logger.Metadata?,
-                    source: String, file: String, function: String, line: UInt) {
-        let all = self.metadata.merging(extra ?? [:]) { $1 }
-        sink.emit(LogRecord(level: level, event: message.description, metadata: all))
+    public func log(event: LogEvent) {
+        let all = metadata.merging(event.metadata ?? [:]) { $1 }
+        sink.emit(LogRecord(level: event.level, event: event.message.description, metadata: all))
     }
 }
 

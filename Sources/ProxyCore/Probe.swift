@@ -112,7 +112,7 @@ final class Probe {
             if code > 0x100 {  // small numbers are raw SSL_get_error() values, not ERR codes
                 var buffer = [CChar](repeating: 0, count: 256)
                 ERR_error_string_n(code, &buffer, buffer.count)
-                reasons.append(String(cString: buffer))
+                reasons.append(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
             }
         }
         ERR_clear_error()

@@ -1,3 +1,4 @@
+import CLibevent  // its shim brings <sys/socket.h> (SOCK_DGRAM, SOCK_CLOEXEC) the way the rest of ProxyCore sees it
 import Foundation
 
 /// sd_notify(3) without libsystemd: datagrams to `$NOTIFY_SOCKET` (a path, or `@name` for the
