@@ -38,7 +38,7 @@ public struct Pin: Hashable, Sendable, CustomStringConvertible {
     /// Parses the canonical forms and the aliases of POLICY.md: `sha256/…` (OkHttp), `sha256//…`
     /// (curl), `pin-sha256="…"` (HPKP), all SPKI pins.
     public static func parse(_ raw: String) -> Result<Pin, Problem> {
-        let text = raw.trimmingSpaces
+        let text = raw.trimmingSpacesAndTabs
         let lower = text.lowercased()
         if lower.hasPrefix("sha1/") || lower.hasPrefix("pin-sha1") || lower.hasPrefix("spki-sha1:") || lower.hasPrefix("cert-sha1:") {
             return .failure(.sha1)
@@ -102,7 +102,8 @@ func hexByte(_ b: UInt8) -> String {
 }
 
 extension String {
-    var trimmingSpaces: String {
+    /// Without leading and trailing spaces and tabs (HTTP's OWS; YAML values as written).
+    public var trimmingSpacesAndTabs: String {
         var s = Substring(self)
         while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
         while let l = s.last, l == " " || l == "\t" { s.removeLast() }

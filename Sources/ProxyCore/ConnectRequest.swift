@@ -124,12 +124,3 @@ func isTokenByte(_ b: UInt8) -> Bool {
         return "!#$%&'*+-.^_`|~".utf8.contains(b)
     }
 }
-
-extension String {
-    var trimmingSpacesAndTabs: String {
-        var s = Substring(self)
-        while let f = s.first, f == " " || f == "\t" { s.removeFirst() }
-        while let l = s.last, l == " " || l == "\t" { s.removeLast() }
-        return String(s)
-    }
-}

@@ -72,8 +72,6 @@ extension Session {
         if shutDown.insert(bev).inserted {
             shutdown(bufferevent_getfd(bev), Int32(SHUT_WR))
         }
-        if shutDown.count == 2 {
-            finish(.closed(eofFrom.count == 2 ? "eof" : "half_closed"))
-        }
+        if shutDown.count == 2 { finish(.closed("eof")) }  // each shutdown followed an EOF from the other side
     }
 }
