@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import PinPolicy
+import ProxyCore
 import TLSInspection
 
 struct CheckCommand: ParsableCommand {
@@ -10,8 +11,12 @@ struct CheckCommand: ParsableCommand {
         discussion: """
             Prints every error with file:line:column and exits 1, or prints a summary and the lint \
             warnings and exits 0. --explain HOST:PORT shows which rule applies to that CONNECT target \
-            and which pins it accepts.
+            and which pins it accepts. --probe connects to every pinned host with a concrete name (or IP) \
+            and reports whether its chain matches today; it exits 1 when an enforced rule would refuse.
             """)
+
+    @Flag(name: .long, help: "Probe every pinned host now and report whether its chain matches.")
+    var probe = false
 
     @Option(name: .long, help: "The policy file.")
     var config: String = defaultConfigPath
@@ -46,10 +51,51 @@ struct CheckCommand: ParsableCommand {
                 throw ExitCode(1)
             }
         }
+        if probe && !probeRules(policy) {
+            throw ExitCode(1)
+        }
         if strict && !warnings.isEmpty {
             Output.err("\(warnings.count) warning\(warnings.count == 1 ? "" : "s") with --strict")
             throw ExitCode(1)
         }
+    }
+
+    /// One line per probed rule; false when an enforced rule would refuse.
+    func probeRules(_ policy: Policy) -> Bool {
+        Output.out("")
+        var healthy = true
+        for rule in policy.rules where rule.mode != .unpinned {
+            let target: Target
+            switch rule.pattern {
+            case .host(.exact(let name)): target = .name(name)
+            case .ip(let cidr) where cidr.prefixLength == cidr.network.bytes.count * 8: target = .ip(cidr.network)
+            default:
+                Output.out("line \(rule.line) \(rule.name): skipped (a pattern names no single host; probe one with pinproxy pin HOST)")
+                continue
+            }
+            let authority = Authority(target: target, port: rule.ports?.first ?? policy.proxy.allowedPorts.first ?? 443)
+            let prefix = "line \(rule.line) \(authority):"
+            do {
+                let seen = try OneShotProbe.run(authority, policy: policy)
+                let validation = try validateChain(seen, authority: authority, trust: rule.trust, pins: rule.pins)
+                let verdict = policy.evaluate(validation, rule: rule, target: target, at: Date(), debugBypassEnabled: false).verdict
+                switch verdict {
+                case .allowed(let match):
+                    Output.out("\(prefix) matches (\(match.entry.pin) at position \(match.position)) via \(seen.address.ip) \(seen.tlsVersion)")
+                case .refused(let reason):
+                    Output.out("\(prefix) would be REFUSED: \(reason.rawValue)\(validation.failureDetail) via \(seen.address.ip)")
+                    healthy = false
+                case .bypassed(let reason, _):
+                    Output.out("\(prefix) does not match (\(reason.rawValue)\(validation.failureDetail)); mode: report lets it through")
+                case .unpinned:
+                    continue
+                }
+            } catch {
+                Output.out("\(prefix) could not be probed: \(error)")
+                if rule.mode == .enforce { healthy = false }
+            }
+        }
+        return healthy
     }
 
     static func summary(_ policy: Policy) -> String {
@@ -63,5 +109,12 @@ struct CheckCommand: ParsableCommand {
         ]
         if let debug = policy.debug { parts.append("debug bypass section until \(RFC3339.format(debug.until))") }
         return parts.joined(separator: "; ")
+    }
+}
+
+extension ChainValidation {
+    var failureDetail: String {
+        if case .failed(let failure, _) = self { return " (\(failure.detail))" }
+        return ""
     }
 }

@@ -87,14 +87,7 @@ struct PinCommand: ParsableCommand {
         }
         let rule = policy.rule(for: authority)
         let trust = rule?.trust ?? policy.defaults.trust
-        let store: TrustStore?
-        switch trust {
-        case .system: store = try TrustStore.system()
-        case .caFile(let path): store = try TrustStore.caFile(path)
-        case .pinsOnly: store = nil
-        }
-        let validation = ChainValidator.validate(presented: seen.presented, target: authority.target, store: store,
-                                                 pinsOnlyAnchors: trust == .pinsOnly ? rule?.pins.map(\.pin) ?? [] : nil)
+        let validation = try validateChain(seen, authority: authority, trust: trust, pins: rule?.pins ?? [])
         Output.out("# pinproxy pin \(authority): \(seen.address.ip) answered with \(seen.tlsVersion)" + (seen.completed ? "" : " (it then asked for a client certificate)"))
         Output.out("# Take these pins only on a network you trust: behind an interception proxy they are the attacker's.")
         let chain: [CertificateFacts]
@@ -114,6 +107,18 @@ struct PinCommand: ParsableCommand {
         if let rule { Output.out("# The policy's rule for this target is at line \(rule.line) ('\(rule.name)').") }
         Output.out(CertificateReport.suggestedRule(for: chain, host: authority.target))
     }
+}
+
+/// Validates what a one-shot probe saw under a trust setting (as the proxy does for a rule).
+func validateChain(_ seen: OneShotProbe.Seen, authority: Authority, trust: Trust, pins: [PinEntry]) throws -> ChainValidation {
+    let store: TrustStore?
+    switch trust {
+    case .system: store = try TrustStore.system()
+    case .caFile(let path): store = try TrustStore.caFile(path)
+    case .pinsOnly: store = nil
+    }
+    return ChainValidator.validate(presented: seen.presented, target: authority.target, store: store,
+                                   pinsOnlyAnchors: trust == .pinsOnly ? pins.map(\.pin) : nil)
 }
 
 /// How `pin` prints certificates and a rule (shared by `pin --cert` and `pin HOST`).

@@ -169,3 +169,28 @@ enum RFC3339Text {
         #expect(bad.status == 1 && bad.stderr.contains("non-canonical form"))
     }
 }
+
+@Suite(.serialized) struct CheckProbeTests {
+    /// `pinproxy check --probe`: every pinned host with a concrete name is probed now; an enforced
+    /// rule that would refuse fails the check.
+    @Test func probeReportsMatchesAndRefusals() throws {
+        let good = try Upstream("leaf-ec256", name: "good")
+        let rogue = try Upstream("rogue-leaf", name: "attacker", port: good.port, extra: ["--bind", "127.0.0.2"])
+        let rules = """
+            rules:
+              - host: api.pinproxy.test
+            \(pinsLine(Pins.leafEC))
+              - host: x.api.pinproxy.test
+            \(pinsLine(Pins.leafEC))
+              - host: "**.other.test"
+            \(pinsLine(Pins.leafEC))
+            """
+        let config = try temporaryFile(policy(ports: [good.port], rules: rules, resolve: "  api.pinproxy.test: 127.0.0.1\n  x.api.pinproxy.test: 127.0.0.2"))
+        let r = try run(Paths.pinproxy, ["check", "--config", config, "--probe"], timeout: 60)
+        #expect(r.status == 1, "\(r.stdout)\(r.stderr)")
+        #expect(r.stdout.contains("line 16 api.pinproxy.test:\(good.port): matches (\(Pins.leafEC) at position 0) via 127.0.0.1 TLSv1.3"))
+        #expect(r.stdout.contains("line 18 x.api.pinproxy.test:\(good.port): would be REFUSED: pin_mismatch via 127.0.0.2"))
+        #expect(r.stdout.contains("line 20 **.other.test: skipped (a pattern names no single host"))
+        _ = rogue
+    }
+}

@@ -82,3 +82,27 @@ import TestSupport
         #expect(r.stdout == "hello from v6\n", "\(r.stderr)")
     }
 }
+
+@Suite(.serialized) struct ReloadTests {
+    /// SIGHUP swaps the policy; a CONNECT whose probe is in flight keeps the snapshot it arrived
+    /// under, the next CONNECT gets the new one, and an invalid file changes nothing.
+    @Test func eachConnectIsJudgedByThePolicyInForceWhenItArrived() throws {
+        let slow = try Upstream("leaf-ec256", name: "slow", mode: "slow")  // its handshake starts after 1 s
+        let proxy = try ProxyProcess(config: policy(ports: [slow.port], rules: apiRule(pinsLine(Pins.leafEC))))
+        let first = try OpenConnection(port: proxy.port, send: "CONNECT api.pinproxy.test:\(slow.port) HTTP/1.1\r\n\r\n")
+        usleep(300_000)  // the CONNECT has arrived; its probe waits for the slow handshake
+        try policy(ports: [slow.port], rules: apiRule(pinsLine(Pins.backup))).write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
+        proxy.signal(SIGHUP)
+        #expect(proxy.waitFor("policy_reloaded") != nil)
+        #expect(proxy.waitFor("tunnel_allowed")?["pin"] == Pins.leafEC)  // judged by the old policy
+        #expect(statusLine(try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:\(slow.port)")) == "HTTP/1.1 502 Certificate Pin Mismatch")
+        first.close()
+
+        try "version: 1\nrules: [\n".write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
+        proxy.signal(SIGHUP)
+        let failed = try #require(proxy.waitFor("policy_reload_failed"))
+        #expect(failed["detail"]?.contains("not valid YAML") == true)
+        #expect(statusLine(try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:\(slow.port)")) == "HTTP/1.1 502 Certificate Pin Mismatch")
+        #expect(proxy.events("tunnel_refused").count == 2)
+    }
+}
