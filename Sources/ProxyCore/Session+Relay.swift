@@ -10,7 +10,7 @@ extension Session {
     func startRelay() {
         guard let clientBev, let upstreamBev else { return }
         stage = .relaying
-        lastActivity = Date()
+        lastActivity = .now
         let ctx = Unmanaged.passUnretained(self).toOpaque()
         bufferevent_setwatermark(clientBev, Int16(EV_READ), 0, 0)
         for bev in [clientBev, upstreamBev] {
@@ -28,7 +28,7 @@ extension Session {
         let count = evbuffer_get_length(input)
         guard count > 0 else { return }
         if bev == clientBev { bytesUp += count } else { bytesDown += count }
-        lastActivity = Date()
+        lastActivity = .now
         let output = bufferevent_get_output(partner)
         evbuffer_add_buffer(output, input)
         if evbuffer_get_length(output) >= Self.maxQueued {

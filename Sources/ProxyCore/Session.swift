@@ -26,7 +26,8 @@ final class Session {
     unowned let proxy: Proxy
     let id: Int
     let client: SocketAddress
-    let acceptedAt = Date()
+    /// Monotonic, so a wall-clock step neither ends a tunnel early nor skews `duration_ms`.
+    let acceptedAt = ContinuousClock.now
     var stage = Stage.readingRequest
 
     // The request, and what was decided about it.
@@ -52,10 +53,10 @@ final class Session {
     // Relay state (Session+Relay.swift).
     var bytesUp = 0
     var bytesDown = 0
-    var lastActivity = Date()
+    var lastActivity = ContinuousClock.now
     var eofFrom: Set<OpaquePointer> = []
     var shutDown: Set<OpaquePointer> = []
-    var decidedAt: Date?
+    var decidedAt: ContinuousClock.Instant?
 
     init(proxy: Proxy, id: Int, fd: Int32, client: SocketAddress) {
         self.proxy = proxy
@@ -269,7 +270,7 @@ final class Session {
         upstreamBev = upstream
         let established = Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8)
         evbuffer_add(bufferevent_get_output(clientBev), established, established.count)
-        decidedAt = Date()
+        decidedAt = .now
         proxy.logDecision(self)
         if case .bypassed(_, .debugBypass(let until)) = verdict {
             bypassTimer = Timer(loop: proxy.loop, after: max(0, until.timeIntervalSinceNow)) { [unowned self] in
@@ -282,9 +283,9 @@ final class Session {
     /// A timer that rearms itself until nothing moved for `idle_timeout`.
     func armIdleTimer() {
         let idle = settings.idleTimeout
-        let remaining = idle - Date().timeIntervalSince(lastActivity)
+        let remaining = idle - (ContinuousClock.now - lastActivity).seconds
         timer = Timer(loop: proxy.loop, after: max(0.05, remaining)) { [unowned self] in
-            if Date().timeIntervalSince(lastActivity) >= idle { finish(.closed("idle_timeout")) } else { armIdleTimer() }
+            if (ContinuousClock.now - lastActivity).seconds >= idle { finish(.closed("idle_timeout")) } else { armIdleTimer() }
         }
     }
 
@@ -370,6 +371,10 @@ final class Session {
     }
 
     deinit { proxy.sessionObjectFreed() }
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }
 
 extension Target {

@@ -57,7 +57,7 @@ enum SessionLog {
             r["verdict"] = .string(verdictName(s.verdict, opened: s.decidedAt != nil))
             r.fields += [
                 ("bytes_up", .int(s.bytesUp)), ("bytes_down", .int(s.bytesDown)),
-                ("duration_ms", .int(Int(Date().timeIntervalSince(s.decidedAt ?? s.acceptedAt) * 1000))),
+                ("duration_ms", .int(Int((ContinuousClock.now - (s.decidedAt ?? s.acceptedAt)).seconds * 1000))),
             ]
             if s.decidedAt != nil { r["verify"] = .string(s.validation == nil ? "none" : "probe-only") }
             r["close_reason"] = .string(s.decidedAt == nil && stageBefore != .relaying ? "\(reason)_before_decision" : reason)

@@ -167,3 +167,30 @@ final class OpenConnection {
 
     func close() { Glibc.close(fd) }
 }
+
+@Suite(.serialized) struct GarbageTests {
+    /// 200 connections of random bytes, half-heads and early hang-ups: each gets a clean answer or
+    /// a close, the proxy keeps serving, and every session object is freed.
+    @Test func aGarbageStormLeavesNothingBehind() throws {
+        let server = try Upstream("leaf-ec256", name: "after the storm")
+        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.leafEC)),
+                                                    proxy: "header_timeout: 100ms\nstats_interval: 200ms"))
+        var generator = SystemRandomNumberGenerator()
+        var answered = 0
+        for round in 0..<200 {
+            var bytes: [UInt8]
+            switch round % 4 {
+            case 0: bytes = (0..<Int.random(in: 1...2048, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            case 1: bytes = Array("CONNECT api.pinproxy.test:\(server.port) HTTP/1.1\r\nX: ".utf8)        // never finishes: 408
+            case 2: bytes = Array("CONNECT \(String(repeating: "a.", count: 200))test:443 HTTP/1.1\r\n\r\n".utf8)  // too long a name
+            default: bytes = []                                                                                  // connect and leave
+            }
+            let response = try rawExchange(port: proxy.port, send: bytes, timeout: round % 4 == 3 ? 0.01 : 3)
+            if response.hasPrefix("HTTP/1.1 4") { answered += 1 }
+        }
+        #expect(answered == 150)  // every round but the silent ones gets a 4xx (random bytes may lack a line end: 408)
+        #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port).body == "hello from after the storm\n")
+        #expect(proxy.waitFor("stats", timeout: 10) { $0["accepted"] == "201" && $0["active_sessions"] == "0" && $0["live_session_objects"] == "0" } != nil,
+                "\(proxy.events("stats").last ?? [:])")
+    }
+}
