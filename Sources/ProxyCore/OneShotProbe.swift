@@ -29,26 +29,17 @@ public enum OneShotProbe {
         }
         var resolver: Resolver?
         var request: ResolveRequest?
-        var connector: Connector?
-        var probe: Probe?
-        let context = ProbeTLSContext()
+        var probes: ProbeHub? = ProbeHub(loop: loop)  // the proxy's own connect-then-handshake path
+        var waiter: ProbeHub.Waiter?
         let serverName: String? = if case .name(let n) = authority.target { n } else { nil }
 
         func probeAddresses(_ addresses: [IPAddress]) {
-            connector = Connector(loop: loop, addresses: addresses.map { SocketAddress(ip: $0, port: authority.port) },
-                                  perAddress: settings.connectTimeout, total: settings.connectTotalTimeout) { connected in
-                switch connected {
-                case .failed(let refusal):
-                    finish(.failure(Failure(description: refusal.detail)))
-                case .connected(let fd, let address):
-                    probe = Probe(loop: loop, context: context, fd: fd, address: address, serverName: serverName,
-                                  timeout: settings.probeTimeout) { result in
-                        switch result.outcome {
-                        case .failed(let refusal): finish(.failure(Failure(description: refusal.detail)))
-                        case .chain(let certificates, let completed):
-                            finish(.success(Seen(presented: certificates, address: address, tlsVersion: result.tlsVersion, completed: completed)))
-                        }
-                    }
+            let key = ProbeHub.Key(serverName: serverName, port: authority.port, addresses: addresses)
+            waiter = probes?.probe(key, settings: settings) { result in
+                switch result.outcome {
+                case .failed(let refusal): finish(.failure(Failure(description: refusal.detail)))
+                case .chain(let certificates, let completed):
+                    finish(.success(Seen(presented: certificates, address: result.address!, tlsVersion: result.tlsVersion, completed: completed)))
                 }
             }
         }
@@ -80,10 +71,15 @@ public enum OneShotProbe {
         // A callback may already have finished synchronously; libevent forgets a stop requested
         // before the loop runs, so only run when there is still something to wait for.
         if !finished { loop.run() }
-        backstop.cancel()
-        request?.cancel()
-        connector?.cancel()
-        probe?.cancel()
+        // A flight still pending (the backstop fired) holds bufferevents on the loop's base: free
+        // them, and the resolver, while the base still exists.
+        withExtendedLifetime(loop) {
+            backstop.cancel()
+            request?.cancel()
+            waiter?.cancel()
+            probes = nil
+            resolver = nil
+        }
         return try outcome.get()
     }
 }
