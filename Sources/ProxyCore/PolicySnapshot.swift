@@ -10,12 +10,12 @@ public final class PolicySnapshot: Sendable {
     private let system: TrustStore
     private let caFiles: [String: TrustStore]
 
-    /// Loads every `ca-file:` the policy names (a failure is a load error, so a reload keeps the old
-    /// policy) and shares the system store between snapshots.
+    /// Loads every `ca-file:` the policy names, in its rules and in `defaults.trust` (a failure is a
+    /// load error, so a reload keeps the old policy), and shares the system store between snapshots.
     public init(policy: Policy, systemStore: TrustStore) throws {
         var files: [String: TrustStore] = [:]
-        let paths = policy.rules.compactMap { rule -> String? in
-            if case .caFile(let path) = rule.trust { return path }
+        let paths = (policy.rules.map(\.trust) + [policy.defaults.trust]).compactMap { trust -> String? in
+            if case .caFile(let path) = trust { return path }
             return nil
         }
         for path in Set(paths) {
@@ -31,13 +31,18 @@ public final class PolicySnapshot: Sendable {
         self.loadedAt = Date()
     }
 
-    /// The store for a rule's trust; nil for `pins-only` (the validator builds anchors from pins).
-    func store(for trust: Trust) -> TrustStore? {
+    /// Validates what a server presented under a trust setting, as a rule with these pins sees it:
+    /// the snapshot's store for `system` and `ca-file:`, the matching presented certificates as
+    /// anchors for `pins-only`. The proxy and the CLI's `pin` and `check --probe` all decide this way.
+    public func validate(_ presented: [Certificate], for target: Target, trust: Trust, pins: [PinEntry]) -> ChainValidation {
+        let store: TrustStore?
         switch trust {
-        case .system: return system
-        case .caFile(let path): return caFiles[path]
-        case .pinsOnly: return nil
+        case .system: store = system
+        case .caFile(let path): store = caFiles[path]
+        case .pinsOnly: store = nil
         }
+        return ChainValidator.validate(presented: presented, target: target, store: store,
+                                       pinsOnlyAnchors: trust == .pinsOnly ? pins.map(\.pin) : nil)
     }
 }
 

@@ -217,9 +217,7 @@ final class Session {
         case .failed(let refusal): return finish(.refused(refusal))
         case .chain(let certificates, _): presented = certificates
         }
-        let pinsOnly: [Pin]? = rule.trust == .pinsOnly ? rule.pins.map(\.pin) : nil
-        let validation = ChainValidator.validate(presented: presented, target: authority.target,
-                                                 store: snapshot.store(for: rule.trust), pinsOnlyAnchors: pinsOnly)
+        let validation = snapshot.validate(presented, for: authority.target, trust: rule.trust, pins: rule.pins)
         let evaluation = snapshot.policy.evaluate(validation, rule: rule, target: authority.target, at: Date(),
                                                   debugBypassEnabled: proxy.debugBypassEnabled)
         self.validation = validation

@@ -32,7 +32,7 @@ struct CheckCommand: ParsableCommand {
         do {
             policy = try PolicyLoader.load(file: config, pinFiles: PinFiles.loader)
         } catch {
-            for e in error.errors { Output.err("\(e.file):\(e.line):\(e.column): error: \(e.message)") }
+            Output.loadErrors(error)
             Output.err("\(config): \(error.errors.count) error\(error.errors.count == 1 ? "" : "s"); the policy was not loaded")
             throw ExitCode(1)
         }
@@ -63,6 +63,13 @@ struct CheckCommand: ParsableCommand {
     /// One line per probed rule; false when an enforced rule would refuse.
     func probeRules(_ policy: Policy) -> Bool {
         Output.out("")
+        let snapshot: PolicySnapshot
+        do {
+            snapshot = try PolicySnapshot(policy: policy, systemStore: TrustStore.system())  // stores loaded once
+        } catch {
+            Output.err("--probe: \(error)")
+            return false
+        }
         var healthy = true
         for rule in policy.rules where rule.mode != .unpinned {
             let target: Target
@@ -77,7 +84,7 @@ struct CheckCommand: ParsableCommand {
             let prefix = "line \(rule.line) \(authority):"
             do {
                 let seen = try OneShotProbe.run(authority, policy: policy)
-                let validation = try validateChain(seen, authority: authority, trust: rule.trust, pins: rule.pins)
+                let validation = snapshot.validate(seen.presented, for: target, trust: rule.trust, pins: rule.pins)
                 let verdict = policy.evaluate(validation, rule: rule, target: target, at: Date(), debugBypassEnabled: false).verdict
                 switch verdict {
                 case .allowed(let match):

@@ -1,3 +1,5 @@
+import PinPolicy
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -7,6 +9,11 @@ import Glibc
 enum Output {
     static func out(_ text: String) { write(1, text + "\n") }
     static func err(_ text: String) { write(2, text + "\n") }
+
+    /// `file:line:column: error: message`, one line each, the form editors and CI annotate.
+    static func loadErrors(_ error: PolicyLoadError) {
+        for e in error.errors { err("\(e.file):\(e.line):\(e.column): error: \(e.message)") }
+    }
 
     private static func write(_ fd: Int32, _ text: String) {
         var bytes = Array(text.utf8)

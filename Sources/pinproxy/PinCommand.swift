@@ -30,11 +30,15 @@ struct PinCommand: ParsableCommand {
     @Option(name: .customLong("connect-to"), help: ArgumentHelp("Connect to this address instead of resolving HOST.", valueName: "ADDR"))
     var connectTo: String?
 
+    /// `--connect-to` as an address (`192.0.2.1`, `2001:db8::1` or `[2001:db8::1]`).
+    private var connectAddress: IPAddress? {
+        guard let connectTo, case .success(.ip(let address)) = Authority.parseHost(connectTo) else { return nil }
+        return address
+    }
+
     func validate() throws {
         if cert.isEmpty == (target == nil) { throw ValidationError("give HOST[:PORT] or --cert FILE..., not both") }
-        if let connectTo, IPAddress(connectTo) == nil, IPAddress(String(connectTo.dropFirst().dropLast())) == nil {
-            throw ValidationError("--connect-to takes an IP address")
-        }
+        if connectTo != nil && connectAddress == nil { throw ValidationError("--connect-to takes an IP address") }
     }
 
     func run() throws {
@@ -74,10 +78,10 @@ struct PinCommand: ParsableCommand {
         do {
             policy = try config.map { try PolicyLoader.load(file: $0, pinFiles: PinFiles.loader) } ?? Policy(defaults: PolicyDefaults(unpinned: .allow))
         } catch let error as PolicyLoadError {
-            for e in error.errors { Output.err("\(e.file):\(e.line):\(e.column): error: \(e.message)") }
+            Output.loadErrors(error)
             throw ExitCode(1)
         }
-        let forced = connectTo.flatMap { IPAddress($0) ?? IPAddress(String($0.dropFirst().dropLast())) }.map { [$0] }
+        let forced = connectAddress.map { [$0] }
         let seen: OneShotProbe.Seen
         do {
             seen = try OneShotProbe.run(authority, policy: policy, connectTo: forced)
@@ -87,7 +91,8 @@ struct PinCommand: ParsableCommand {
         }
         let rule = policy.rule(for: authority)
         let trust = rule?.trust ?? policy.defaults.trust
-        let validation = try validateChain(seen, authority: authority, trust: trust, pins: rule?.pins ?? [])
+        let validation = try PolicySnapshot(policy: policy, systemStore: TrustStore.system())
+            .validate(seen.presented, for: authority.target, trust: trust, pins: rule?.pins ?? [])
         Output.out("# pinproxy pin \(authority): \(seen.address.ip) answered with \(seen.tlsVersion)" + (seen.completed ? "" : " (it then asked for a client certificate)"))
         Output.out("# Take these pins only on a network you trust: behind an interception proxy they are the attacker's.")
         let chain: [CertificateFacts]
@@ -107,18 +112,6 @@ struct PinCommand: ParsableCommand {
         if let rule { Output.out("# The policy's rule for this target is at line \(rule.line) ('\(rule.name)').") }
         Output.out(CertificateReport.suggestedRule(for: chain, host: authority.target))
     }
-}
-
-/// Validates what a one-shot probe saw under a trust setting (as the proxy does for a rule).
-func validateChain(_ seen: OneShotProbe.Seen, authority: Authority, trust: Trust, pins: [PinEntry]) throws -> ChainValidation {
-    let store: TrustStore?
-    switch trust {
-    case .system: store = try TrustStore.system()
-    case .caFile(let path): store = try TrustStore.caFile(path)
-    case .pinsOnly: store = nil
-    }
-    return ChainValidator.validate(presented: seen.presented, target: authority.target, store: store,
-                                   pinsOnlyAnchors: trust == .pinsOnly ? pins.map(\.pin) : nil)
 }
 
 /// How `pin` prints certificates and a rule (shared by `pin --cert` and `pin HOST`).
