@@ -41,18 +41,14 @@ public enum PolicyLoader {
     }
 }
 
-/// A mapping's keys checked against a schema, with each key's and value's node.
+/// A mapping's values by key, after its keys were checked against a schema.
 struct Fields {
     let node: Node
     private(set) var values: [String: Node] = [:]
-    private(set) var keys: [String: Node] = [:]
 
     init(node: Node) { self.node = node }
 
-    mutating func set(_ name: String, key: Node, value: Node) {
-        values[name] = value
-        keys[name] = key
-    }
+    mutating func set(_ name: String, value: Node) { values[name] = value }
 
     subscript(_ name: String) -> Node? { values[name] }
 }
@@ -149,7 +145,7 @@ final class PolicyReader {
                 fail(key, "unknown key '\(name)' in \(what); known keys: \(allowed.joined(separator: ", "))")
                 continue
             }
-            fields.set(name, key: key, value: value)
+            fields.set(name, value: value)
         }
         return fields
     }

@@ -54,12 +54,6 @@ public enum Verdict: Hashable, Sendable {
     case unpinned(UnpinnedBasis)
     case refused(RefusalReason)
     case bypassed(wouldRefuse: RefusalReason, by: BypassBasis)
-
-    /// Whether bytes may flow.
-    public var tunnels: Bool {
-        if case .refused = self { return false }
-        return true
-    }
 }
 
 /// Something worth a warning that the probe revealed while deciding.
