@@ -27,7 +27,7 @@ let package = Package(
         .target(
             name: "ProxyCore",
             dependencies: [
-                "CLibevent", "COpenSSL", "CShims", "TLSInspection", "PinPolicy",
+                "CLibevent", "TLSInspection", "PinPolicy",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .executableTarget(

@@ -9,3 +9,4 @@ long pp_SSL_CTX_disable_session_cache(SSL_CTX *ctx) { return SSL_CTX_set_session
 unsigned long long pp_SSL_OP_NO_COMPRESSION(void) { return (unsigned long long)SSL_OP_NO_COMPRESSION; }
 void pp_OPENSSL_free(void *p) { OPENSSL_free(p); }
 unsigned long pp_XN_FLAG_RFC2253(void) { return XN_FLAG_RFC2253; }
+long pp_SSL_set_msg_callback_arg(SSL *ssl, void *arg) { return SSL_set_msg_callback_arg(ssl, arg); }

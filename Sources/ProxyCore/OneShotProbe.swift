@@ -9,8 +9,9 @@ public enum OneShotProbe {
         public let presented: [Certificate]
         public let address: SocketAddress
         public let tlsVersion: String
-        /// False when the server aborted after its chain (it wanted a client certificate).
-        public let completed: Bool
+        /// How the server proved it holds its key (not `.handshakeCompleted` when it then asked for
+        /// a client certificate and aborted).
+        public let proof: KeyProof
     }
 
     public struct Failure: Error, CustomStringConvertible {
@@ -38,8 +39,8 @@ public enum OneShotProbe {
             waiter = probes?.probe(key, settings: settings) { result in
                 switch result.outcome {
                 case .failed(let refusal): finish(.failure(Failure(description: refusal.detail)))
-                case .chain(let certificates, let completed):
-                    finish(.success(Seen(presented: certificates, address: result.address!, tlsVersion: result.tlsVersion, completed: completed)))
+                case .chain(let certificates, let proof):
+                    finish(.success(Seen(presented: certificates, address: result.address!, tlsVersion: result.tlsVersion, proof: proof)))
                 }
             }
         }

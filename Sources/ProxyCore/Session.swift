@@ -36,6 +36,8 @@ final class Session {
     private(set) var rule: Rule?
     private(set) var address: SocketAddress?
     private(set) var tlsVersion = ""
+    /// How the probed server proved it holds its key.
+    private(set) var keyProof: KeyProof?
     private(set) var validation: ChainValidation?
     private(set) var evaluation: Evaluation?
     private(set) var verdict: Verdict?
@@ -215,7 +217,9 @@ final class Session {
         let presented: [Certificate]
         switch result.outcome {
         case .failed(let refusal): return finish(.refused(refusal))
-        case .chain(let certificates, _): presented = certificates
+        case .chain(let certificates, let proof):
+            presented = certificates
+            keyProof = proof
         }
         let validation = snapshot.validate(presented, for: authority.target, trust: rule.trust, pins: rule.pins)
         let evaluation = snapshot.policy.evaluate(validation, rule: rule, target: authority.target, at: Date(),

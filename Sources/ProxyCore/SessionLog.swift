@@ -92,6 +92,7 @@ enum SessionLog {
         }
         if let address = s.address { f.append(("address", .string(address.ip.description))) }
         if !s.tlsVersion.isEmpty { f.append(("tls", .string(s.tlsVersion))) }
+        if let proof = s.keyProof { f.append(("key_proof", .string(proof.rawValue))) }
         return f
     }
 

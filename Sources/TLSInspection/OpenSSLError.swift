@@ -12,12 +12,20 @@ public struct OpenSSLError: Error, Hashable, Sendable, CustomStringConvertible {
         while true {
             let code = ERR_get_error()
             if code == 0 { break }
-            var buffer = [CChar](repeating: 0, count: 256)
-            ERR_error_string_n(code, &buffer, buffer.count)
-            reasons.append(String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self))
+            reasons.append(text(of: code))
         }
         return OpenSSLError(operation: operation, reasons: reasons)
     }
+
+    /// OpenSSL's text for one packed error code (as libevent's `bufferevent_get_openssl_error` returns).
+    public static func text(of code: UInt) -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        ERR_error_string_n(code, &buffer, buffer.count)
+        return String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Forgets whatever is queued (after the caller has read what it needs through another path).
+    public static func clear() { ERR_clear_error() }
 
     public var description: String {
         reasons.isEmpty ? "\(operation) failed" : "\(operation) failed: \(reasons.joined(separator: "; "))"

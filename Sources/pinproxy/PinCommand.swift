@@ -93,7 +93,7 @@ struct PinCommand: ParsableCommand {
         let trust = rule?.trust ?? policy.defaults.trust
         let validation = try PolicySnapshot(policy: policy, systemStore: TrustStore.system())
             .validate(seen.presented, for: authority.target, trust: trust, pins: rule?.pins ?? [])
-        Output.out("# pinproxy pin \(authority): \(seen.address.ip) answered with \(seen.tlsVersion)" + (seen.completed ? "" : " (it then asked for a client certificate)"))
+        Output.out("# pinproxy pin \(authority): \(seen.address.ip) answered with \(seen.tlsVersion)" + (seen.proof == .handshakeCompleted ? "" : " (it proved its key, then asked for a client certificate)"))
         Output.out("# Take these pins only on a network you trust: behind an interception proxy they are the attacker's.")
         let chain: [CertificateFacts]
         switch validation {

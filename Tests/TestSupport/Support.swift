@@ -126,6 +126,20 @@ public final class Upstream: @unchecked Sendable {
     public func stop() { helper.stop() }
 }
 
+/// An attacker that relays a genuine server's chain without its key, then aborts the handshake
+/// (scripts/replayer.py). With `then`, only the first connection is treated so and every later one
+/// goes to that port (a rogue server): the on-path attacker who lets the probe through.
+public final class Replayer: @unchecked Sendable {
+    public let helper: Helper
+    public var port: UInt16 { helper.port }
+
+    public init(genuine: UInt16, abort: String, then rogue: UInt16? = nil) throws {
+        var args = ["\(Paths.scripts)/replayer.py", "--genuine", String(genuine), "--abort", abort]
+        if let rogue { args += ["--then", String(rogue)] }
+        helper = try Helper("/usr/bin/env", ["python3"] + args)
+    }
+}
+
 /// Parses one logfmt line into its keys and values.
 public func parseLogfmt(_ line: String) -> [String: String] {
     var out: [String: String] = [:]

@@ -20,3 +20,5 @@ unsigned long long pp_SSL_OP_NO_COMPRESSION(void);
 void pp_OPENSSL_free(void *p);
 /// XN_FLAG_RFC2253: a composite flag macro (ASN1_STRFLGS_RFC2253 | XN_FLAG_SEP_COMMA_PLUS | …) that does not import.
 unsigned long pp_XN_FLAG_RFC2253(void);
+/// SSL_set_msg_callback_arg(ssl, arg): macro over SSL_ctrl.
+long pp_SSL_set_msg_callback_arg(struct ssl_st *ssl, void *arg);
