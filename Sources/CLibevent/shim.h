@@ -6,6 +6,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
+// malloc_trim: Swift's Glibc module does not export malloc.h; ProxyCore hands memory back after bursts.
+#include <malloc.h>
 #include <event2/event.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>

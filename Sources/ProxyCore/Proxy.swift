@@ -48,6 +48,9 @@ public final class Proxy {
     private var acceptPause: Timer?
     private let systemd = SystemdNotifier()
     private var watchdogTimer: Timer?
+    /// Sessions freed since memory was last handed back to the system.
+    private var freedSinceTrim = 0
+    private var trimTimer: Timer?
 
     public init(snapshot: PolicySnapshot, logger: Logger, options: Options = Options()) throws {
         self.snapshot = snapshot
@@ -133,12 +136,14 @@ public final class Proxy {
         ]
         logStarted()
         scheduleStats()
+        trimAfterBursts()
         systemd.notify("READY=1\nSTATUS=\(statusLine())")
         if let interval = systemd.watchdogInterval {
             watchdogTimer = Timer(loop: loop, after: interval, repeating: true) { [unowned self] in systemd.notify("WATCHDOG=1") }
         }
         loop.run()
         watchdogTimer = nil
+        trimTimer = nil
         for listener in listeners { evconnlistener_free(listener) }
         listeners = []
         logger.emit(LogRecord(.info, "stopped", statsFields()))
@@ -181,7 +186,19 @@ public final class Proxy {
 
     func remove(_ session: Session) {
         sessions.removeValue(forKey: session.id)
+        freedSinceTrim += 1
         if stopping && sessions.isEmpty { loop.stop() }
+    }
+
+    /// After a burst of tunnels ends, hand the freed heap back to the system: glibc keeps freed
+    /// memory below a live allocation, so without this a burst of stalled tunnels left the RSS at its
+    /// peak for good. Checked every few seconds, so a steady trickle of sessions costs nothing.
+    private func trimAfterBursts() {
+        trimTimer = Timer(loop: loop, after: 5, repeating: true) { [unowned self] in
+            guard freedSinceTrim >= 64 || (freedSinceTrim > 0 && sessions.isEmpty) else { return }
+            freedSinceTrim = 0
+            malloc_trim(0)
+        }
     }
 
     func sessionObjectFreed() { counters.liveSessionObjects -= 1 }

@@ -278,6 +278,11 @@ public final class ProxyProcess: @unchecked Sendable {
         return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
     }
 
+    /// How many file descriptors the proxy holds, from /proc.
+    public var openFileDescriptors: Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process.processIdentifier)/fd").count) ?? -1
+    }
+
     deinit { terminate() }
 }
 

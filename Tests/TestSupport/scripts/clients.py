@@ -3,6 +3,10 @@
 
   clients.py get URL CAFILE            one request; prints 'OK <status> <body>' or 'ERROR <reason>'
   clients.py many N URL CAFILE         N requests at once; prints 'OK <n ok> <n failed>'
+  clients.py resets N PROXYPORT TARGET  N times: CONNECT TARGET, send a few bytes, half-close, then
+                                       reset without reading (SO_LINGER 0); prints 'DONE <n>'
+  clients.py stalls N URL CAFILE SECONDS
+                                       N stalled tunnels at once (threads); prints 'STALLED <n>'
   clients.py stall URL CAFILE SECONDS  opens the tunnel, sends a GET, reads 1 KiB, then stops
                                        reading for SECONDS; prints 'STALLED <bytes read>'
 """
@@ -30,18 +34,45 @@ def stall(url, cafile, seconds):
     while b"\r\n\r\n" not in head:
         head += raw.recv(1)
     if not head.startswith(b"HTTP/1.1 200"):
-        print("REFUSED", head.split(b"\r\n")[0].decode()); return
+        return "REFUSED " + head.split(b"\r\n")[0].decode()
     raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
     tls = ssl.create_default_context(cafile=cafile).wrap_socket(raw, server_hostname=target.hostname)
     tls.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
     got = len(tls.recv(1024))
     time.sleep(seconds)
-    print("STALLED", got)
+    return "STALLED %d" % got
 
-if sys.argv[1] == "get":
+def resets(n, proxy_port, target):
+    import struct
+    done = 0
+    deadline = time.time() + 120
+    for _ in range(n):
+        if time.time() > deadline: break
+        s = socket.create_connection(("127.0.0.1", proxy_port), timeout=10)
+        s.sendall(b"CONNECT %s HTTP/1.1\r\n\r\nhello" % target.encode())
+        s.shutdown(socket.SHUT_WR)
+        time.sleep(0.002)  # long enough for the tunnel to open and the flood to start
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+        done += 1
+    print("DONE", done)
+
+if sys.argv[1] == "stalls":
+    def one(_):
+        try: return stall(sys.argv[3], sys.argv[4], float(sys.argv[5]))
+        except Exception as e: return "ERROR %s" % e
+    n = int(sys.argv[2])
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        results = list(pool.map(one, range(n)))
+    print("STALLED", sum(1 for r in results if r.startswith("STALLED")))
+    for r in results:
+        if not r.startswith("STALLED"): print(r.strip())
+elif sys.argv[1] == "resets":
+    resets(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+elif sys.argv[1] == "get":
     print(get(sys.argv[2], sys.argv[3]))
 elif sys.argv[1] == "stall":
-    stall(sys.argv[2], sys.argv[3], float(sys.argv[4]))
+    print(stall(sys.argv[2], sys.argv[3], float(sys.argv[4])))
 else:
     n = int(sys.argv[2])
     with ThreadPoolExecutor(max_workers=n) as pool:

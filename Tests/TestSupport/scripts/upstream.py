@@ -8,6 +8,7 @@ modes:
   silent      accepts TCP and never says anything
   plain       speaks plain HTTP, not TLS
   bulk        TLS; after a request, sends up to --bulk-bytes as fast as the peer reads
+  flood       plain TCP; after the first bytes from the peer, sends up to --bulk-bytes until it is gone
 """
 import argparse, os, socket, ssl, sys, threading, time
 
@@ -51,6 +52,12 @@ def handle(raw):
         if a.mode == "plain":  # a plain HTTP server answers a ClientHello with 400, as nginx does
             raw.recv(4096)
             raw.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"); return
+        if a.mode == "flood":
+            if not raw.recv(4096): return
+            chunk = b"f" * 65536; sent = 0
+            while sent < a.bulk_bytes:
+                raw.sendall(chunk); sent += len(chunk)
+            return
         if a.mode == "slow":  # TLS, but the handshake starts only after a second
             time.sleep(1)
         conn = ctx.wrap_socket(raw, server_side=True) if ctx else raw
