@@ -186,9 +186,13 @@ public final class Proxy {
 
     func sessionObjectFreed() { counters.liveSessionObjects -= 1 }
 
+    /// Whether a tunnel to `address` would reach one of our listeners. It sees through every IPv4
+    /// embedding (`IPAddress.embeddedIPv4`): a NAT64 or IPv4-compatible spelling of our address loops
+    /// back to us as surely as the mapped one, and a false positive only refuses.
     func isOwnAddress(_ address: SocketAddress) -> Bool {
         boundAddresses.contains { bound in
-            bound.port == address.port && (bound.ip == address.ip.unmapped || bound.ip.bytes.allSatisfy { $0 == 0 })
+            bound.port == address.port
+                && (bound.ip == address.ip.unmapped || bound.ip == address.ip.embeddedIPv4 || bound.ip.bytes.allSatisfy { $0 == 0 })
         }
     }
 
