@@ -46,6 +46,7 @@ public final class Proxy {
     private var drainTimer: Timer?
     private var expiryReported: [Int: Date] = [:]
     private var acceptPause: Timer?
+    private var acceptFailureLog = LogThrottle(interval: .seconds(10))
     private let systemd = SystemdNotifier()
     private var watchdogTimer: Timer?
 
@@ -163,8 +164,12 @@ public final class Proxy {
     }
 
     /// EMFILE and friends: stop accepting for a moment instead of spinning (as httpd and NIO do).
+    /// While it lasts, this happens about once a second per listener; one line every 10 s, with how
+    /// many failures it stands for, says as much without flooding the log.
     private func acceptFailed(_ listener: OpaquePointer, errno code: Int32) {
-        logger.emit(LogRecord(.error, "accept_failed", [("detail", .string(errnoText(code)))]))
+        if let suppressed = acceptFailureLog.note(at: ContinuousClock.now) {
+            logger.emit(LogRecord(.error, "accept_failed", [("detail", .string(errnoText(code))), ("suppressed", .int(suppressed))]))
+        }
         evconnlistener_disable(listener)
         acceptPause = Timer(loop: loop, after: 1) { [unowned self] in
             if !stopping { evconnlistener_enable(listener) }
