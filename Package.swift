@@ -38,7 +38,9 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
 
-        .testTarget(name: "PinPolicyTests", dependencies: ["PinPolicy"]),
+        // glibc's <malloc.h> for tests that measure the heap (mallinfo2); Swift's Glibc module lacks it.
+        .systemLibrary(name: "CMalloc", path: "Tests/CMalloc"),
+        .testTarget(name: "PinPolicyTests", dependencies: ["PinPolicy", "CMalloc"]),
         .testTarget(
             name: "TLSInspectionTests", dependencies: ["TLSInspection", "PinPolicy"],
             exclude: ["Fixtures"]),

@@ -1,6 +1,8 @@
 /// A set of address ranges written with class names and CIDRs, as `deny_destinations` and
 /// `allow_clients` are. Classes cover IPv4 and IPv6; addresses are compared after unmapping
-/// IPv4-mapped IPv6.
+/// IPv4-mapped IPv6. A deny list also looks at the IPv4 address an IPv4-compatible or NAT64
+/// address embeds (`entry(containingAnyFormOf:)`); an allow list does not, so that no spelling of
+/// an address is admitted that the list does not name.
 public struct AddressSet: Hashable, Sendable, CustomStringConvertible {
     public struct Entry: Hashable, Sendable {
         /// `loopback`, or the CIDR as written.
@@ -44,6 +46,15 @@ public struct AddressSet: Hashable, Sendable, CustomStringConvertible {
     }
 
     public func contains(_ address: IPAddress) -> Bool { entry(containing: address) != nil }
+
+    /// The entry that contains the address or the IPv4 address it embeds (`IPAddress.embeddedIPv4`),
+    /// so that `64:ff9b::7f00:1` or `::127.0.0.1` is as denied as 127.0.0.1. The address as written
+    /// is looked at first, so `::1` stays loopback and a CIDR such as `64:ff9b::/96` still matches.
+    public func entry(containingAnyFormOf address: IPAddress) -> Entry? {
+        entry(containing: address) ?? address.embeddedIPv4.flatMap { entry(containing: $0) }
+    }
+
+    public func containsAnyForm(of address: IPAddress) -> Bool { entry(containingAnyFormOf: address) != nil }
 
     public var description: String { entries.map(\.name).joined(separator: ",") }
 }

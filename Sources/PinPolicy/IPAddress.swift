@@ -46,11 +46,47 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The IPv4 address inside an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`), or self.
+    ///
+    /// Only the mapped form: it is how a dual-stack socket shows an IPv4 peer, so it *is* the IPv4
+    /// address everywhere (CIDR parsing, `ip:` rules, `allow_clients`). The other embeddings are in
+    /// `embeddedIPv4`, which only the refusing checks use.
     public var unmapped: IPAddress {
         guard bytes.count == 16, bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff else {
             return self
         }
         return IPAddress(bytes: Array(bytes[12..<16]))!
+    }
+
+    /// The IPv4 address an IPv6 address carries in its last 32 bits and reaches through a
+    /// translator or tunnel, or nil (also for IPv4 addresses):
+    ///
+    /// - IPv4-mapped `::ffff:a.b.c.d` (RFC 4291 §2.5.5.2), as `unmapped`;
+    /// - IPv4-compatible `::a.b.c.d` (RFC 4291 §2.5.5.1; deprecated, but a `sit` tunnel still
+    ///   carries it to the IPv4 address) — except `::` and `::1`, the unspecified and loopback
+    ///   addresses (RFC 4291 §2.5.2–§2.5.3), which stay IPv6 and are not 0.0.0.0 and 0.0.0.1;
+    /// - NAT64 with the well-known prefix `64:ff9b::/96` (RFC 6052 §2.1, the /96 layout of §2.2);
+    /// - NAT64 with the local-use prefix `64:ff9b:1::/48` (RFC 8215), read with the same /96
+    ///   layout: the IPv4 address in the last 32 bits.
+    ///
+    /// XXX: RFC 8215 leaves the prefix length inside `64:ff9b:1::/48` to the operator (/48 to /96).
+    /// With a prefix shorter than /96 RFC 6052 §2.2 puts the IPv4 address elsewhere (split around
+    /// the u-octet, bits 64–71), which we do not decode; such a network should deny
+    /// `64:ff9b:1::/48` as a whole.
+    ///
+    /// Used where seeing through can only refuse more (`deny_destinations`, loop detection), never
+    /// where it would admit more (`allow_clients`, `ip:` rules use `unmapped`).
+    public var embeddedIPv4: IPAddress? {
+        guard bytes.count == 16 else { return nil }
+        let last32 = IPAddress(bytes: Array(bytes[12..<16]))!
+        let prefix96 = bytes[0..<12]
+        if prefix96.elementsEqual([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]) { return last32 }  // ::ffff:0:0/96
+        if prefix96.allSatisfy({ $0 == 0 }) {                                                 // ::/96
+            let isUnspecifiedOrLoopback = last32.bytes[0..<3].allSatisfy { $0 == 0 } && last32.bytes[3] <= 1
+            return isUnspecifiedOrLoopback ? nil : last32
+        }
+        if prefix96.elementsEqual([0x00, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0]) { return last32 }  // 64:ff9b::/96
+        if bytes[0..<6].elementsEqual([0x00, 0x64, 0xff, 0x9b, 0x00, 0x01]) { return last32 }         // 64:ff9b:1::/48
+        return nil
     }
 
     public var description: String {

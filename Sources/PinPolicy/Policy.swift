@@ -58,7 +58,7 @@ extension Policy {
         if !proxy.allowedPorts.contains(authority.port) {
             return .decided(.refused(.portNotAllowed), rule: nil)
         }
-        if case .ip(let address) = authority.target, proxy.denyDestinations.contains(address) {
+        if case .ip(let address) = authority.target, proxy.denyDestinations.containsAnyForm(of: address) {
             return .decided(.refused(.destinationProhibited), rule: nil)
         }
         guard let rule = rule(for: authority) else {

@@ -5,12 +5,23 @@ import Yams
 /// value, alias or merge key is an error with file, line and column. All errors are collected, so
 /// one run of `pinproxy check` shows them all.
 public enum PolicyLoader {
+    /// The most a policy file may be; a bigger one is a mistake (a log file or a disk image named
+    /// as the policy), and reading it whole would cost the proxy that much memory on every SIGHUP.
+    public static let maxFileBytes = 16 << 20
+
+    /// Reads and loads a policy file. A file that cannot be read is one error at line 0, column 0,
+    /// saying why in plain words: `cannot read PATH: No such file or directory (errno 2)`.
     public static func load(file path: String, pinFiles: PinFileLoader?) throws(PolicyLoadError) -> Policy {
-        let text: String
+        let bytes: [UInt8]
         do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
+            bytes = try PlainFile.contents(of: path, limit: maxFileBytes)
         } catch {
-            throw PolicyLoadError([PolicyError(file: path, line: 0, column: 0, message: "cannot read the policy file: \(describe(error))")])
+            throw PolicyLoadError([PolicyError(file: path, line: 0, column: 0, message: error.description)])
+        }
+        // A UTF-8 byte order mark (some Windows editors write one) is dropped, as Foundation did.
+        let body = bytes.starts(with: [0xef, 0xbb, 0xbf]) ? bytes.dropFirst(3) : bytes[...]
+        guard let text = String(validating: body, as: UTF8.self) else {
+            throw PolicyLoadError([PolicyError(file: path, line: 0, column: 0, message: "cannot read \(path): it is not UTF-8 text")])
         }
         let directory = (path as NSString).deletingLastPathComponent
         return try load(yaml: text, source: path, baseDirectory: directory.isEmpty ? "." : directory, pinFiles: pinFiles)
@@ -31,13 +42,6 @@ public enum PolicyLoader {
         let policy = reader.readPolicy(root)
         if let policy, reader.errors.isEmpty { return policy }
         throw PolicyLoadError(reader.errors.sorted { ($0.line, $0.column) < ($1.line, $1.column) })
-    }
-
-    static func describe(_ error: any Error) -> String {
-        if let e = error as? CocoaError, let underlying = e.userInfo[NSUnderlyingErrorKey] as? NSError {
-            return String(cString: strerror(Int32(underlying.code)))
-        }
-        return "\(error)"
     }
 }
 

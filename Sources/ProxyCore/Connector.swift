@@ -3,7 +3,8 @@ import Foundation
 import PinPolicy
 
 /// Opens a TCP connection to the first address that accepts, in order, with a per-address and a
-/// total deadline. Only a *connect* failure moves on to the next address.
+/// total deadline. Only a *connect* failure moves on to the next address; running out of file
+/// descriptors ends the attempt at once, because the next address would need one too.
 final class Connector {
     enum Outcome {
         case connected(fd: Int32, address: SocketAddress)
@@ -53,7 +54,12 @@ final class Connector {
         current = address
         fd = socket(address.ip.isIPv4 ? AF_INET : AF_INET6, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else {
-            failures.append("\(address): \(errnoText(errno))")
+            let code = errno
+            if code == EMFILE || code == ENFILE {
+                let which = code == EMFILE ? "pinproxy's limit (EMFILE)" : "the system's limit (ENFILE)"
+                return fail(.outOfFileDescriptors("no socket for \(address): \(errnoText(code)), \(which); retry when tunnels have closed"))
+            }
+            failures.append("\(address): \(errnoText(code))")
             return tryNext()
         }
         let rc = address.withSockaddr { connect(fd, $0, socklen_t($1)) }
@@ -96,10 +102,11 @@ final class Connector {
         done?(.connected(fd: connected, address: address))
     }
 
-    private func fail() {
+    /// Calls back with `refusal`, or with how the addresses failed (refused or timed out).
+    private func fail(_ refusal: Refusal? = nil) {
         let detail = failures.isEmpty ? "no address to connect to" : failures.joined(separator: "; ")
-        let refusal: Refusal = timedOut && failures.allSatisfy({ $0.hasSuffix("connect timeout") })
-            ? .connectionTimeout(detail) : .connectionRefused(detail)
+        let refusal: Refusal = refusal ?? (timedOut && failures.allSatisfy({ $0.hasSuffix("connect timeout") })
+            ? .connectionTimeout(detail) : .connectionRefused(detail))
         let done = completion
         completion = nil
         done?(.failed(refusal))

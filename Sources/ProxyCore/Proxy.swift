@@ -46,6 +46,7 @@ public final class Proxy {
     private var drainTimer: Timer?
     private var expiryReported: [Int: Date] = [:]
     private var acceptPause: Timer?
+    private var acceptFailureLog = LogThrottle(interval: .seconds(10))
     private let systemd = SystemdNotifier()
     private var watchdogTimer: Timer?
     /// Sessions freed since memory was last handed back to the system.
@@ -168,8 +169,12 @@ public final class Proxy {
     }
 
     /// EMFILE and friends: stop accepting for a moment instead of spinning (as httpd and NIO do).
+    /// While it lasts, this happens about once a second per listener; one line every 10 s, with how
+    /// many failures it stands for, says as much without flooding the log.
     private func acceptFailed(_ listener: OpaquePointer, errno code: Int32) {
-        logger.emit(LogRecord(.error, "accept_failed", [("detail", .string(errnoText(code)))]))
+        if let suppressed = acceptFailureLog.note(at: ContinuousClock.now) {
+            logger.emit(LogRecord(.error, "accept_failed", [("detail", .string(errnoText(code))), ("suppressed", .int(suppressed))]))
+        }
         evconnlistener_disable(listener)
         acceptPause = Timer(loop: loop, after: 1) { [unowned self] in
             if !stopping { evconnlistener_enable(listener) }
@@ -203,9 +208,13 @@ public final class Proxy {
 
     func sessionObjectFreed() { counters.liveSessionObjects -= 1 }
 
+    /// Whether a tunnel to `address` would reach one of our listeners. It sees through every IPv4
+    /// embedding (`IPAddress.embeddedIPv4`): a NAT64 or IPv4-compatible spelling of our address loops
+    /// back to us as surely as the mapped one, and a false positive only refuses.
     func isOwnAddress(_ address: SocketAddress) -> Bool {
         boundAddresses.contains { bound in
-            bound.port == address.port && (bound.ip == address.ip.unmapped || bound.ip.bytes.allSatisfy { $0 == 0 })
+            bound.port == address.port
+                && (bound.ip == address.ip.unmapped || bound.ip == address.ip.embeddedIPv4 || bound.ip.bytes.allSatisfy { $0 == 0 })
         }
     }
 

@@ -65,6 +65,16 @@ public struct Refusal: Hashable, Sendable {
     static func connectionRefused(_ detail: String) -> Refusal {
         Refusal(status: 502, phrase: "Connection Failed", proxyStatus: "connection_refused", reason: "connection_refused", detail: detail)
     }
+    /// `socket()` failed with EMFILE or ENFILE: pinproxy (or the whole system) is out of file
+    /// descriptors. A 503 with Retry-After, like `tunnelLimit`, because it passes when tunnels
+    /// close, and the upstream is not at fault (not `connection_refused`). The Proxy-Status error
+    /// is RFC 9209 §2.3 `connection_limit_reached` (a configured limit on connections to the next
+    /// hop was exceeded; recommended 503), as for `tunnelLimit`: RLIMIT_NOFILE (systemd's
+    /// LimitNOFILE) is such a limit, every tunnel costs descriptors under it, and the fix is
+    /// configuration. `proxy_internal_error` (recommended 500) would tell the client it met a bug.
+    static func outOfFileDescriptors(_ detail: String) -> Refusal {
+        Refusal(status: 503, phrase: "Out of File Descriptors", proxyStatus: "connection_limit_reached", reason: "out_of_file_descriptors", detail: detail)
+    }
     static func connectionTimeout(_ detail: String) -> Refusal {
         Refusal(status: 504, phrase: "Connection Timeout", proxyStatus: "connection_timeout", reason: "connection_timeout", detail: detail)
     }

@@ -151,7 +151,7 @@ final class Session {
         let p = settings
         switch reason {
         case .portNotAllowed: return "port \(authority!.port) is not in allowed_ports (\(p.allowedPorts.map(String.init).joined(separator: ", ")))"
-        case .destinationProhibited: return "\(host!) is in deny_destinations (\(p.denyDestinations.entry(containing: authority!.target.ipValue!)?.name ?? "?"))"
+        case .destinationProhibited: return "\(host!) is in deny_destinations (\(p.denyDestinations.entry(containingAnyFormOf: authority!.target.ipValue!)?.name ?? "?"))"
         case .clientNotAllowed: return "client \(client.ip) is not in allow_clients"
         case .unpinnedDenied: return "no rule pins \(host!) and defaults.unpinned is deny"
         default: return reason.rawValue
@@ -183,14 +183,14 @@ final class Session {
         }
     }
 
-    /// Drops denied destinations (after unmapping IPv4-mapped IPv6), refuses loops, then probes or
-    /// connects.
+    /// Drops denied destinations (also by the IPv4 address a mapped, compatible or NAT64 address
+    /// embeds), refuses loops, then probes or connects.
     private func resolved(_ all: [IPAddress]) {
         guard let authority else { return }
         let deny = settings.denyDestinations
-        let allowed = all.filter { !deny.contains($0) }
+        let allowed = all.filter { !deny.containsAnyForm(of: $0) }
         guard !allowed.isEmpty else {
-            let names = all.map { "\($0) (\(deny.entry(containing: $0)?.name ?? "?"))" }.joined(separator: ", ")
+            let names = all.map { "\($0) (\(deny.entry(containingAnyFormOf: $0)?.name ?? "?"))" }.joined(separator: ", ")
             return finish(.refused(.policy(.destinationProhibited, detail: "\(host!) resolved only to denied destinations: \(names)")))
         }
         if let loop = allowed.first(where: { proxy.isOwnAddress(SocketAddress(ip: $0, port: authority.port)) }) {

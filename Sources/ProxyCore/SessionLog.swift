@@ -168,6 +168,8 @@ enum SessionLog {
             return "the upstream did not complete a TLS handshake; is it a TLS server on this port?"
         case "connection_limit_reached":
             return "raise proxy.max_tunnels if this load is expected"
+        case "out_of_file_descriptors":
+            return "a tunnel holds two or three file descriptors: raise LimitNOFILE (ulimit -n) to at least three times proxy.max_tunnels, or lower max_tunnels"
         case "proxy_loop_detected":
             return "the target is pinproxy itself"
         default:

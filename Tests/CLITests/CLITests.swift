@@ -38,7 +38,7 @@ func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, ar
     @Test func aMissingFileIsAnErrorNotACrash() throws {
         let r = try pinproxy("check", "--config", "/nonexistent/pinproxy.yaml")
         #expect(r.status == 1)
-        #expect(r.stderr.hasPrefix("/nonexistent/pinproxy.yaml:0:0: error: cannot read the policy file"))
+        #expect(r.stderr.hasPrefix("/nonexistent/pinproxy.yaml:0:0: error: cannot read /nonexistent/pinproxy.yaml: No such file or directory (errno 2)\n"))
     }
 
     @Test func warningsPassUnlessStrict() throws {

@@ -112,6 +112,37 @@ import TestSupport
         #expect(header("Proxy-Status", in: response) == "pinproxy; error=proxy_loop_detected; details=\"proxy_loop_detected\"")
     }
 
+    /// NAT64 (RFC 6052, RFC 8215) and IPv4-compatible addresses reach the IPv4 address they embed:
+    /// a denied IPv4 address is denied in every spelling, as a literal and as a resolved address
+    /// (what DNS64 would answer), while `::1` stays IPv6 loopback.
+    @Test func everyIPv6SpellingOfADeniedIPv4AddressIsRefused() throws {
+        let server = try Upstream("leaf-ec256", name: "x")
+        let config = policy(ports: [server.port], resolve: "  dns64.pinproxy.test: \"64:ff9b::7f00:1\"")
+            .replacingOccurrences(of: "deny_destinations: [link-local, unspecified, multicast]", with: "deny_destinations: [loopback]")
+        let proxy = try ProxyProcess(config: config)
+        let targets = ["[64:ff9b::7f00:1]", "[64:ff9b:1::7f00:1]", "[::127.0.0.1]", "[::ffff:127.0.0.1]", "127.0.0.1", "[::1]", "dns64.pinproxy.test"]
+        for target in targets {
+            let response = try connectResponse(proxy: proxy.port, target: "\(target):\(server.port)")
+            #expect(statusLine(response) == "HTTP/1.1 403 Destination Forbidden", "\(target)")
+            #expect(header("Proxy-Status", in: response) == "pinproxy; error=destination_ip_prohibited; details=\"destination_ip_prohibited\"", "\(target)")
+        }
+        let refused = proxy.events("tunnel_refused")
+        #expect(refused.map { $0["reason"] ?? "" } == Array(repeating: "destination_ip_prohibited", count: targets.count))
+        #expect(refused.first?["detail"] == "64:ff9b::7f00:1 is in deny_destinations (loopback)")
+        #expect(refused.last?["detail"] == "dns64.pinproxy.test resolved only to denied destinations: 64:ff9b::7f00:1 (loopback)")
+    }
+
+    /// Loop detection sees through the same embeddings: a NAT64 or IPv4-compatible spelling of
+    /// pinproxy's own address would come back to it (here loopback is not denied).
+    @Test(arguments: ["[64:ff9b::7f00:1]", "[::127.0.0.1]", "[::ffff:127.0.0.1]"])
+    func aConnectToAnEmbeddedFormOfPinproxysOwnAddressIsALoop(target: String) throws {
+        let port = try freePort()
+        let proxy = try ProxyProcess(config: policy(ports: [port]), listen: ["127.0.0.1:\(port)"])
+        let response = try connectResponse(proxy: proxy.port, target: "\(target):\(port)")
+        #expect(statusLine(response) == "HTTP/1.1 403 Proxy Loop Detected")
+        #expect(header("Proxy-Status", in: response) == "pinproxy; error=proxy_loop_detected; details=\"proxy_loop_detected\"")
+    }
+
     @Test func tooManyTunnelsGets503WithRetryAfter() throws {
         let silent = try Upstream("leaf-ec256", name: "slow", mode: "silent")
         let proxy = try ProxyProcess(config: policy(ports: [silent.port], rules: apiRule(pinsLine(Pins.leafEC)), proxy: "max_tunnels: 1\nprobe_timeout: 3s"))

@@ -168,6 +168,11 @@ func match(_ pin: String, at position: Int, _ where_: PinPosition? = nil) -> Ver
         ("10.0.0.1:443", "127.0.0.1", .decided(.refused(.destinationProhibited), rule: nil)),
         ("[::ffff:127.0.0.1]:443", "127.0.0.1", .decided(.refused(.destinationProhibited), rule: nil)),
         ("[::1]:443", "127.0.0.1", .decided(.refused(.destinationProhibited), rule: nil)),
+        ("[::127.0.0.1]:443", "127.0.0.1", .decided(.refused(.destinationProhibited), rule: nil)),
+        ("[64:ff9b::a00:1]:443", "127.0.0.1", .decided(.refused(.destinationProhibited), rule: nil)),
+        ("[64:ff9b:1::7f00:1]:443", "127.0.0.1", .decided(.refused(.destinationProhibited), rule: nil)),
+        ("[2001:db8::a00:1]:443", "127.0.0.1", .decided(.refused(.unpinnedDenied), rule: nil)),
+        ("api.test:443", "64:ff9b::7f00:1", .decided(.refused(.clientNotAllowed), rule: nil)),  // allow lists do not see through
         ("other.test:443", "127.0.0.1", .decided(.refused(.unpinnedDenied), rule: nil)),
         ("a.free.test:443", "127.0.0.1", .decided(.unpinned(.ruleUnpinned), rule: policy.rules[1])),
     ])

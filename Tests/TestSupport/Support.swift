@@ -271,6 +271,19 @@ public final class ProxyProcess: @unchecked Sendable {
         process.waitUntilExit()
     }
 
+    /// The proxy's open file descriptors (their numbers, ascending), from /proc/PID/fd.
+    public var openDescriptors: [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process.processIdentifier)/fd")) ?? []
+        return entries.compactMap { Int32($0) }.sorted()
+    }
+
+    /// Changes the running proxy's RLIMIT_NOFILE with util-linux `prlimit --pid PID --nofile=SOFT:HARD`;
+    /// a nil `hard` changes only the soft limit (which can then be raised again).
+    public func limitDescriptors(soft: Int, hard: Int?) throws {
+        let r = try run("/usr/bin/prlimit", ["--pid", String(process.processIdentifier), "--nofile=\(soft):\(hard.map(String.init) ?? "")"], timeout: 10)
+        guard r.status == 0 else { throw HelperError(message: "prlimit failed: \(r.stderr)") }
+    }
+
     /// Resident memory of the proxy in KiB, from /proc.
     public var rssKiB: Int {
         let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
