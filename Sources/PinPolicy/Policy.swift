@@ -29,7 +29,19 @@ public struct Policy: Hashable, Sendable {
     }
 
     /// The single most specific rule for a CONNECT target, or nil. Rules never union.
+    ///
+    /// An IPv6 literal that embeds an IPv4 address (mapped, compatible, NAT64: `embeddedIPv4`)
+    /// reaches that IPv4 host, so a rule written for the IPv4 address applies to it first; otherwise
+    /// `CONNECT [64:ff9b::cb00:7107]:443` would slip past the pins of an `ip: 203.0.113.7` rule.
     public func rule(for authority: Authority) -> Rule? {
+        if case .ip(let address) = authority.target, let embedded = address.embeddedIPv4,
+           let rule = mostSpecificRule(for: Authority(target: .ip(embedded), port: authority.port)) {
+            return rule
+        }
+        return mostSpecificRule(for: authority)
+    }
+
+    private func mostSpecificRule(for authority: Authority) -> Rule? {
         rules.filter { $0.applies(to: authority) }.min { $0.specificity < $1.specificity }
     }
 

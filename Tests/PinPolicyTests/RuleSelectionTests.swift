@@ -46,6 +46,10 @@ import Testing
         ("10.1.2.3:443", 20),                // the /32 rule has ports [8443] only
         ("10.1.2.3:8443", 22),
         ("[::ffff:10.1.2.3]:8443", 22),      // IPv4-mapped IPv6 matches as the IPv4
+        ("[::10.1.2.3]:8443", 22),           // so do IPv4-compatible and NAT64 spellings: they reach that host
+        ("[64:ff9b::a01:203]:8443", 22),
+        ("[64:ff9b:1::a01:203]:8443", 22),
+        ("[64:ff9b::a09:909]:443", 18),
         ("[2001:db8::5]:443", 25),
     ])
     func mostSpecificRuleApplies(target: String, line: Int) throws {
