@@ -124,31 +124,34 @@ extension String {
     func leftPadded(to n: Int) -> String { String(repeating: "0", count: max(0, n - count)) + self }
 }
 
-/// Where log lines go: one `write(2)` per line, so lines from one process never interleave.
+/// Where log lines go. The caller's thread (the event loop's, mostly) renders a line and hands it to
+/// a `LogWriter`, whose own thread writes it with one `write(2)`: lines never interleave, and a
+/// reader that stops reading costs dropped lines (counted, then reported), never a blocked loop.
+/// Copies share one writer.
 public struct LogSink: Sendable {
     public let format: LogFormatChoice
     public let fd: Int32
     public let minimumLevel: Logger.Level
+    let writer: LogWriter
 
-    public init(format: LogFormatChoice, fd: Int32 = 2, minimumLevel: Logger.Level = .info) {
+    /// - Parameter queueBytes: the writer's bound in bytes; nil for `LogWriter.defaultCapacity`.
+    public init(format: LogFormatChoice, fd: Int32 = 2, minimumLevel: Logger.Level = .info, queueBytes: Int? = nil) {
         self.format = format
         self.fd = fd
         self.minimumLevel = minimumLevel
+        self.writer = LogWriter(fd: fd, format: format, capacity: queueBytes ?? LogWriter.defaultCapacity)
     }
 
     public func emit(_ record: LogRecord) {
         guard record.level >= minimumLevel else { return }
-        let now = Date()
-        let line = (format == .json ? record.json(at: now) : record.text(at: now)) + "\n"
-        var bytes = Array(line.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return }
-            offset += n
-        }
-        bytes.removeAll()
+        writer.enqueue(record.line(format, at: Date()))
+    }
+
+    /// Waits (at most `timeout` seconds) until the lines emitted so far are written; call it before
+    /// the process exits. Returns false when the reader did not take them in time.
+    @discardableResult
+    public func flush(timeout: Double) -> Bool {
+        writer.flush(timeout: timeout)
     }
 }
 

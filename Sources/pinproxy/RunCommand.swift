@@ -27,8 +27,19 @@ struct RunCommand: ParsableCommand {
     @Flag(name: .long, help: "Honour the policy's debug: section (a time-boxed bypass). Without it the section is inert.")
     var debugBypass = false
 
+    // Hidden: the tests shrink the log queue so that a stalled stderr pipe overflows it after a few
+    // hundred lines rather than after 4 MiB.
+    @Option(name: .long, help: .hidden)
+    var logQueueBytes: Int?
+
+    /// How long the exit waits for queued log lines to reach stderr: ample for a reader that is
+    /// reading (one that keeps up takes a full 4 MiB queue in well under a second), and a bound on what a reader
+    /// that never reads can add to a stop.
+    static let logFlushTimeout = 2.0
+
     func validate() throws {
         if let logFormat, LogFormatChoice(rawValue: logFormat) == nil { throw ValidationError("--log-format must be text or json") }
+        if let logQueueBytes, logQueueBytes <= 0 { throw ValidationError("--log-queue-bytes must be positive") }
         for address in listen where SocketAddress.parse(address) == nil {
             throw ValidationError("--listen \(address): write IP:PORT, e.g. 127.0.0.1:3128 or [::1]:3128")
         }
@@ -38,8 +49,11 @@ struct RunCommand: ParsableCommand {
         let path = config
         let loaded = Result { () throws(PolicyLoadError) in try PolicyLoader.load(file: path, pinFiles: PinFiles.loader) }
         let format = LogFormatChoice(rawValue: logFormat ?? ((try? loaded.get())?.proxy.logFormat.rawValue ?? "text"))!
-        let sink = LogSink(format: format)
+        let sink = LogSink(format: format, queueBytes: logQueueBytes)
         LoggingSystem.bootstrap { _ in LineLogHandler(sink: sink) }
+        // Every way out of here, the `stopped` line and the errors before exit 1 alike, leaves
+        // through this flush: lines still queued would die with the process.
+        defer { sink.flush(timeout: Self.logFlushTimeout) }
         let logger = Logger(label: "pinproxy")
 
         let system: TrustStore

@@ -208,22 +208,33 @@ public final class ProxyProcess: @unchecked Sendable {
     public let configPath: String
     public private(set) var port: UInt16 = 0
 
+    /// The proxy's stderr when the test asked for a pipe; nil when stderr goes straight to `logPath`.
+    public let stderrPipe: Pipe?
+    /// Appends what `readPipe` takes from `stderrPipe` to `logPath`.
+    private let pipeLog: FileHandle?
+
     /// Starts `pinproxy run --config <yaml> --listen 127.0.0.1:0` and waits for its `started` line.
+    ///
+    /// - Parameter stderrPipe: when given, the proxy's stderr is this pipe instead of the log file.
+    ///   The init reads it until the `started` line and then leaves it alone: later lines reach `log`
+    ///   only through `readPipe`, so a test can play a log reader that stalls.
     public init(config yaml: String, arguments: [String] = [], listen: [String] = ["127.0.0.1:0"],
-                environment: [String: String]? = nil) throws {
+                environment: [String: String]? = nil, stderrPipe: Pipe? = nil) throws {
         let directory = try temporaryDirectory()
         configPath = directory + "/pinproxy.yaml"
         logPath = directory + "/stderr.log"
         try yaml.write(toFile: configPath, atomically: true, encoding: .utf8)
         FileManager.default.createFile(atPath: logPath, contents: nil)
+        self.stderrPipe = stderrPipe
+        pipeLog = stderrPipe == nil ? nil : FileHandle(forWritingAtPath: logPath)
         process.executableURL = URL(fileURLWithPath: Paths.pinproxy)
         process.arguments = ["run", "--config", configPath] + listen.flatMap { ["--listen", $0] } + arguments
         if let environment { process.environment = environment }
-        process.standardError = FileHandle(forWritingAtPath: logPath)
+        process.standardError = stderrPipe ?? FileHandle(forWritingAtPath: logPath)
         process.standardOutput = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        guard let started = waitFor("started", timeout: 20) else {
+        guard let started = stderrPipe == nil ? waitFor("started", timeout: 20) : readPipe(until: "started", timeout: 20) else {
             terminate()
             throw HelperError(message: "pinproxy did not start: \(log)")
         }
@@ -233,7 +244,10 @@ public final class ProxyProcess: @unchecked Sendable {
 
     public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
-    public var lines: [[String: String]] { log.split(separator: "\n").map { parseLogLine(String($0)) } }
+    /// The whole lines of `log`: a pipe may have handed over the start of a line without its end.
+    public var lines: [[String: String]] {
+        log.split(separator: "\n", omittingEmptySubsequences: false).dropLast().filter { !$0.isEmpty }.map { parseLogLine(String($0)) }
+    }
 
     public func events(_ event: String) -> [[String: String]] { lines.filter { $0["event"] == event } }
 
@@ -249,6 +263,28 @@ public final class ProxyProcess: @unchecked Sendable {
         return nil
     }
 
+    /// Moves what the proxy wrote to `stderrPipe` into `log` until a whole line with this event that
+    /// satisfies `matching` has arrived, and returns it. Bounded by `timeout`; nil without a pipe, at
+    /// the timeout, or when the pipe ends (the proxy exited) without such a line.
+    @discardableResult
+    public func readPipe(until event: String, timeout: Double = 15, matching: ([String: String]) -> Bool = { _ in true }) -> [String: String]? {
+        guard let stderrPipe, let pipeLog else { return nil }
+        let fd = stderrPipe.fileHandleForReading.fileDescriptor
+        let deadline = Date().addingTimeInterval(timeout)
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            if let line = events(event).first(where: matching) { return line }
+            let remaining = deadline.timeIntervalSinceNow
+            guard remaining > 0 else { return nil }
+            var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&ready, 1, Int32(min(remaining, 0.1) * 1000) + 1) > 0 else { continue }
+            let n = read(fd, &buffer, buffer.count)
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return events(event).first(where: matching) }
+            pipeLog.write(Data(buffer[0..<n]))
+        }
+    }
+
     /// The line for one connection's end (`tunnel_refused`, `tunnel_closed`, `request_rejected`).
     public func waitForConn(_ event: String, host: String? = nil, timeout: Double = 15) -> [String: String]? {
         waitFor(event, timeout: timeout) { host == nil || $0["host"] == host }
@@ -259,6 +295,11 @@ public final class ProxyProcess: @unchecked Sendable {
     /// SIGTERM, then waits (bounded) for the exit status.
     public func stop(timeout: Double = 20) -> Int32 {
         signal(SIGTERM)
+        return waitForExit(timeout: timeout)
+    }
+
+    /// Waits (bounded; then SIGKILL) for the process to exit and returns its status.
+    public func waitForExit(timeout: Double = 20) -> Int32 {
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning && Date() < deadline { usleep(10_000) }
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
