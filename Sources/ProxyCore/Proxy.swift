@@ -52,6 +52,8 @@ public final class Proxy {
     /// Sessions freed since memory was last handed back to the system.
     private var freedSinceTrim = 0
     private var trimTimer: Timer?
+    /// Connections from outside allow_clients: one log line a second at most.
+    private var outsiderLog = LogThrottle(interval: .seconds(1))
 
     public init(snapshot: PolicySnapshot, logger: Logger, options: Options = Options()) throws {
         self.snapshot = snapshot
@@ -145,10 +147,13 @@ public final class Proxy {
         loop.run()
         watchdogTimer = nil
         trimTimer = nil
-        for listener in listeners { evconnlistener_free(listener) }
-        listeners = []
+        closeListeners()
         logger.emit(LogRecord(.info, "stopped", statsFields()))
-        signals = []
+        signals = []  // libevent puts back the handlers it found: the default, which would kill us
+        // We are exiting already; a second SIGTERM (a supervisor's) must not turn the bounded
+        // log flush that follows into a death by signal.
+        signal(SIGTERM, SIG_IGN)
+        signal(SIGINT, SIG_IGN)
         statsTimer = nil
     }
 
@@ -160,6 +165,19 @@ public final class Proxy {
             return
         }
         counters.accepted += 1
+        // A client outside allow_clients is closed at once: it never gets to hold a session or
+        // feed the request parser. Throttled, so a flood from outside cannot fill the log.
+        guard snapshot.policy.proxy.allowClients.contains(client.ip) else {
+            close(fd)
+            counters.rejected += 1
+            if let suppressed = outsiderLog.note(at: ContinuousClock.now) {
+                logger.emit(LogRecord(.warning, "request_rejected", [
+                    ("client", .string(client.description)), ("reason", .string(RefusalReason.clientNotAllowed.rawValue)),
+                    ("detail", .string("client \(client.ip) is not in allow_clients; closed at accept")), ("suppressed", .int(suppressed)),
+                ]))
+            }
+            return
+        }
         counters.liveSessionObjects += 1
         let id = nextID
         nextID += 1
@@ -227,7 +245,9 @@ public final class Proxy {
         systemd.notify("STOPPING=1\nSTATUS=stopping: draining \(tunnels) tunnels")
         logger.emit(LogRecord(.info, "stopping", [("signal", .string(signal)), ("tunnels", .int(tunnels)),
                                                    ("drain_timeout_s", .int(Int(snapshot.policy.proxy.drainTimeout)))]))
-        for listener in listeners { evconnlistener_disable(listener) }
+        // Close the listening sockets now, not when the drain ends: a new client is refused at
+        // once instead of waiting in the backlog for a reset.
+        closeListeners()
         for session in sessions.values where session.stage == .readingRequest { session.finish(.closed("shutdown")) }
         if sessions.isEmpty { return loop.stop() }
         drainTimer = Timer(loop: loop, after: snapshot.policy.proxy.drainTimeout) { [unowned self] in
@@ -235,6 +255,12 @@ public final class Proxy {
             for session in Array(sessions.values) { session.release() }
             loop.stop()
         }
+    }
+
+    private func closeListeners() {
+        acceptPause = nil
+        for listener in listeners { evconnlistener_free(listener) }
+        listeners = []
     }
 
     /// SIGHUP: load the file again; an invalid file keeps the old policy. Tunnels in flight keep

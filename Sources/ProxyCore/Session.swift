@@ -130,21 +130,24 @@ final class Session {
         // us notice a client that hangs up while we resolve and probe.
         bufferevent_setwatermark(clientBev, Int16(EV_READ), 0, 64 * 1024)
         if proxy.stopping { return finish(.refused(.shuttingDown)) }
+
+        // What the policy says comes first: a CONNECT it refuses is a 403 whatever the load, and
+        // only one that may open a tunnel counts against max_tunnels.
+        let admission = snapshot.policy.admit(authority, client: client.ip)
+        if case .decided(.refused(let reason), _) = admission {
+            verdict = .refused(reason)
+            return finish(.refused(.policy(reason, detail: admissionDetail(reason))))
+        }
         guard proxy.admitTunnel() else { return finish(.refused(.tunnelLimit)) }
         countedAsTunnel = true
-
-        switch snapshot.policy.admit(authority, client: client.ip) {
-        case .decided(.refused(let reason), _):
-            verdict = .refused(reason)
-            finish(.refused(.policy(reason, detail: admissionDetail(reason))))
+        switch admission {
         case .decided(let decided, let rule):
             self.rule = rule
             self.verdict = decided
-            resolve()
         case .probe(let rule):
             self.rule = rule
-            resolve()
         }
+        resolve()
     }
 
     private func admissionDetail(_ reason: RefusalReason) -> String {

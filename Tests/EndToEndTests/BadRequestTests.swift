@@ -89,11 +89,52 @@ import TestSupport
         #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port).body == "hello from x\n")
     }
 
-    @Test func clientsOutsideAllowClientsAreRefused() throws {
-        let proxy = try ProxyProcess(config: policy(ports: [443], proxy: "allow_clients: [\"10.0.0.0/8\"]"))
-        let response = try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:443")
-        #expect(statusLine(response) == "HTTP/1.1 403 Client Not Allowed")
-        #expect(proxy.waitFor("tunnel_refused")?["reason"] == "client_not_allowed")
+    /// A client outside allow_clients is closed at accept: no response, no session, and its bytes
+    /// never reach the request parser (garbage would otherwise be a 400 `bad_request`).
+    @Test func clientsOutsideAllowClientsAreClosedAtAccept() throws {
+        let proxy = try ProxyProcess(config: policy(ports: [443], proxy: "allow_clients: [\"10.0.0.0/8\"]\nstats_interval: 100ms"))
+        #expect(try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:443") == "")
+        #expect(try rawExchange(port: proxy.port, send: Array("GARBAGE\r\n\r\n".utf8), timeout: 2) == "")
+        let line = try #require(proxy.waitFor("request_rejected"))
+        #expect(line["reason"] == "client_not_allowed")
+        #expect(line["detail"] == "client 127.0.0.1 is not in allow_clients; closed at accept")
+        #expect(proxy.waitFor("stats") { $0["rejected"] == "2" && $0["active_sessions"] == "0" } != nil)
+        #expect(proxy.events("request_rejected").allSatisfy { $0["reason"] == "client_not_allowed" })
+        #expect(proxy.events("tunnel_refused").isEmpty)
+    }
+
+    /// The policy decides before the tunnel cap: a CONNECT the policy refuses is a 403 even when
+    /// every tunnel is taken, not a 503 that invites a retry.
+    @Test func thePolicyIsCheckedBeforeTheTunnelCap() throws {
+        let server = try Upstream("leaf-ec256", name: "held")
+        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.leafEC)), proxy: "max_tunnels: 1"))
+        let held = try OpenConnection(port: proxy.port, send: "CONNECT api.pinproxy.test:\(server.port) HTTP/1.1\r\n\r\n")
+        defer { held.close() }
+        #expect(proxy.waitFor("tunnel_allowed") != nil)
+        #expect(statusLine(try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:1")) == "HTTP/1.1 403 Forbidden by Pin Policy")
+        #expect(statusLine(try connectResponse(proxy: proxy.port, target: "169.254.1.1:\(server.port)")) == "HTTP/1.1 403 Destination Forbidden")
+        #expect(statusLine(try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:\(server.port)")) == "HTTP/1.1 503 Too Many Tunnels")
+        let reasons = proxy.events("tunnel_refused").map { $0["reason"] ?? "?" }
+        #expect(reasons == ["port_not_allowed", "destination_ip_prohibited", "connection_limit_reached"])
+    }
+
+    /// SIGTERM closes the listening sockets at once: while open tunnels drain, a new client is
+    /// refused by the kernel instead of waiting in the backlog for a reset.
+    @Test func draining() throws {
+        let server = try Upstream("leaf-ec256", name: "draining")
+        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.leafEC)), proxy: "drain_timeout: 20s"))
+        let held = try OpenConnection(port: proxy.port, send: "CONNECT api.pinproxy.test:\(server.port) HTTP/1.1\r\n\r\n")
+        #expect(proxy.waitFor("tunnel_allowed") != nil)
+        proxy.signal(SIGTERM)
+        #expect(proxy.waitFor("stopping") != nil)
+        let started = Date()
+        #expect(throws: HelperError.self) { try rawExchange(port: proxy.port, send: Array("CONNECT a:443 HTTP/1.1\r\n\r\n".utf8), timeout: 5) }
+        #expect(Date().timeIntervalSince(started) < 2)
+        #expect(proxy.process.isRunning)  // still draining the held tunnel
+        held.close()  // the last tunnel ends, and with it the drain
+        #expect(proxy.waitForExit() == 0)
+        #expect(proxy.events("tunnel_closed").count == 1)
+        #expect(proxy.waitFor("stopped") != nil)
     }
 
     @Test func listeningBeyondLoopbackWithoutAllowClientsRefusesToStart() throws {
