@@ -52,6 +52,10 @@ final class Connector {
         guard let address = remaining.first, left > 0 else { return fail() }
         remaining.removeFirst()
         current = address
+        if TestFault.connect.isInjected {
+            failures.append("\(address): \(TestFault.detail)")
+            return tryNext()
+        }
         fd = socket(address.ip.isIPv4 ? AF_INET : AF_INET6, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else {
             let code = errno

@@ -35,6 +35,9 @@ public final class PolicySnapshot: Sendable {
     /// the snapshot's store for `system` and `ca-file:`, the matching presented certificates as
     /// anchors for `pins-only`. The proxy and the CLI's `pin` and `check --probe` all decide this way.
     public func validate(_ presented: [Certificate], for target: Target, trust: Trust, pins: [PinEntry]) -> ChainValidation {
+        if TestFault.validation.isInjected {
+            return .failed(ChainFailure(reason: .chainInvalid, detail: TestFault.detail), presented: presented.map(\.facts))
+        }
         let store: TrustStore?
         switch trust {
         case .system: store = system

@@ -73,6 +73,9 @@ final class Probe {
 
     private func onEvent(_ what: Int16, errno savedErrno: Int32) {
         guard let bev, let ssl else { return }
+        if TestFault.handshake.isInjected {
+            return finish(.failed(.tlsProtocolError("TLS handshake with \(address) failed: \(TestFault.detail)")), version: "")
+        }
         let version = ssl.version
         let presented = ssl.presentedChain
         let completed = what & Int16(BEV_EVENT_CONNECTED) != 0

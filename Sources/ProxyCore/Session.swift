@@ -170,6 +170,7 @@ final class Session {
         case .ip(let ip):
             return resolved([ip])
         case .name(let name):
+            if TestFault.dns.isInjected { return resolved(name, .failure(.failed(TestFault.detail))) }
             if let mapped = snapshot!.policy.resolve[name] { return resolved(mapped) }
             timer = Timer(loop: proxy.loop, after: settings.dnsTimeout) { [unowned self] in
                 finish(.refused(.dnsTimeout))
@@ -177,12 +178,16 @@ final class Session {
             resolveRequest = proxy.resolver.resolve(name) { [unowned self] result in
                 resolveRequest = nil
                 timer = nil
-                switch result {
-                case .success(let addresses): resolved(addresses)
-                case .failure(.notFound(let why)): finish(.refused(.dnsError("\(name) did not resolve: \(why)")))
-                case .failure(.failed(let why)): finish(.refused(.dnsError("resolving \(name) failed: \(why)")))
-                }
+                resolved(name, result)
             }
+        }
+    }
+
+    private func resolved(_ name: String, _ result: Result<[IPAddress], Resolver.Failure>) {
+        switch result {
+        case .success(let addresses): resolved(addresses)
+        case .failure(.notFound(let why)): finish(.refused(.dnsError("\(name) did not resolve: \(why)")))
+        case .failure(.failed(let why)): finish(.refused(.dnsError("resolving \(name) failed: \(why)")))
         }
     }
 
@@ -230,6 +235,10 @@ final class Session {
         self.validation = validation
         self.evaluation = evaluation
         self.verdict = evaluation.verdict
+        if TestFault.evaluation.isInjected {
+            verdict = nil
+            return finish(.refused(.internalError("pin evaluation failed: \(TestFault.detail)")))
+        }
         proxy.noteWarnings(evaluation, session: self)
         switch evaluation.verdict {
         case .refused(let reason):
