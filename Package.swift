@@ -47,7 +47,7 @@ let package = Package(
         // Process, fixture and upstream helpers for the tests that run pinproxy as a process.
         .target(name: "TestSupport", path: "Tests/TestSupport", exclude: ["scripts"]),
         .testTarget(name: "CLITests", dependencies: ["pinproxy", "PinPolicy", "TestSupport"]),
-        .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore", "PinPolicy"]),
+        .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore", "PinPolicy", "TLSInspection"]),
         .testTarget(name: "EndToEndTests", dependencies: ["pinproxy", "PinPolicy", "TestSupport"]),
     ]
 )

@@ -20,8 +20,22 @@ final class Connector {
     private var fd: Int32 = -1
     private var current: SocketAddress?
     private var event: OpaquePointer?
-    private var failures: [String] = []
-    private var timedOut = false
+    /// How each address failed, in order.
+    private var failures: [(address: SocketAddress, failure: Failure)] = []
+
+    private enum Failure {
+        case timedOut
+        case refused(errno: Int32)
+        case injected
+
+        var text: String {
+            switch self {
+            case .timedOut: return "no answer within the connect timeout"
+            case .refused(let code): return errnoText(code)
+            case .injected: return TestFault.detail
+            }
+        }
+    }
 
     init(loop: EventLoop, addresses: [SocketAddress], perAddress: Double, total: Double, completion: @escaping (Outcome) -> Void) {
         self.loop = loop
@@ -53,7 +67,7 @@ final class Connector {
         remaining.removeFirst()
         current = address
         if TestFault.connect.isInjected {
-            failures.append("\(address): \(TestFault.detail)")
+            failures.append((address, .injected))
             return tryNext()
         }
         fd = socket(address.ip.isIPv4 ? AF_INET : AF_INET6, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -63,12 +77,12 @@ final class Connector {
                 let which = code == EMFILE ? "pinproxy's limit (EMFILE)" : "the system's limit (ENFILE)"
                 return fail(.outOfFileDescriptors("no socket for \(address): \(errnoText(code)), \(which); retry when tunnels have closed"))
             }
-            failures.append("\(address): \(errnoText(code))")
+            failures.append((address, .refused(errno: code)))
             return tryNext()
         }
         let rc = address.withSockaddr { connect(fd, $0, socklen_t($1)) }
         if rc != 0 && errno != EINPROGRESS {
-            failures.append("\(address): \(errnoText(errno))")
+            failures.append((address, .refused(errno: errno)))
             clear(closing: true)
             return tryNext()
         }
@@ -84,8 +98,7 @@ final class Connector {
     private func onWritable(timedOut: Bool) {
         guard let address = current else { return }
         if timedOut {
-            self.timedOut = true
-            failures.append("\(address): no answer within the connect timeout")
+            failures.append((address, .timedOut))
             clear(closing: true)
             return tryNext()
         }
@@ -93,7 +106,7 @@ final class Connector {
         var length = socklen_t(MemoryLayout<Int32>.size)
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length)
         if error != 0 {
-            failures.append("\(address): \(errnoText(error))")
+            failures.append((address, .refused(errno: error)))
             clear(closing: true)
             return tryNext()
         }
@@ -108,9 +121,9 @@ final class Connector {
 
     /// Calls back with `refusal`, or with how the addresses failed (refused or timed out).
     private func fail(_ refusal: Refusal? = nil) {
-        let detail = failures.isEmpty ? "no address to connect to" : failures.joined(separator: "; ")
-        let refusal: Refusal = refusal ?? (timedOut && failures.allSatisfy({ $0.hasSuffix("connect timeout") })
-            ? .connectionTimeout(detail) : .connectionRefused(detail))
+        let detail = failures.isEmpty ? "no address to connect to" : failures.map { "\($0.address): \($0.failure.text)" }.joined(separator: "; ")
+        let allTimedOut = !failures.isEmpty && failures.allSatisfy { if case .timedOut = $0.failure { true } else { false } }
+        let refusal: Refusal = refusal ?? (allTimedOut ? .connectionTimeout(detail) : .connectionRefused(detail))
         let done = completion
         completion = nil
         done?(.failed(refusal))

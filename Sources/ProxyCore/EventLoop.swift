@@ -49,9 +49,12 @@ extension Double {
 final class Timer {
     private var event: OpaquePointer?
     private let action: () -> Void
+    /// Kept so the base outlives the event freed in `deinit`.
+    private let loop: EventLoop
 
     init(loop: EventLoop, after seconds: Double, repeating: Bool = false, _ action: @escaping () -> Void) {
         self.action = action
+        self.loop = loop
         let flags = Int16(repeating ? EV_PERSIST : 0)
         event = event_new(loop.base, -1, flags, { _, _, ctx in
             let timer = Unmanaged<Timer>.fromOpaque(ctx!).takeUnretainedValue()
@@ -74,9 +77,12 @@ final class Timer {
 final class SignalWatcher {
     private var event: OpaquePointer?
     private let action: () -> Void
+    /// Kept so the base outlives the event freed in `deinit`.
+    private let loop: EventLoop
 
     init(loop: EventLoop, signal: Int32, _ action: @escaping () -> Void) {
         self.action = action
+        self.loop = loop
         event = event_new(loop.base, signal, Int16(EV_SIGNAL | EV_PERSIST), { _, _, ctx in
             let watcher = Unmanaged<SignalWatcher>.fromOpaque(ctx!).takeUnretainedValue()
             withExtendedLifetime(watcher) { watcher.action() }

@@ -34,6 +34,14 @@ public final class PolicySnapshot: Sendable {
     /// Validates what a server presented under a trust setting, as a rule with these pins sees it:
     /// the snapshot's store for `system` and `ca-file:`, the matching presented certificates as
     /// anchors for `pins-only`. The proxy and the CLI's `pin` and `check --probe` all decide this way.
+    /// Validates what a server presented under the rule's trust, then evaluates the rule on it: the
+    /// one judgement of a chain, whether it came from the proxy's probe or the CLI's.
+    public func judge(_ presented: [Certificate], target: Target, rule: Rule, at now: Date,
+                      debugBypassEnabled: Bool) -> (ChainValidation, Evaluation) {
+        let validation = validate(presented, for: target, trust: rule.trust, pins: rule.pins)
+        return (validation, policy.evaluate(validation, rule: rule, target: target, at: now, debugBypassEnabled: debugBypassEnabled))
+    }
+
     public func validate(_ presented: [Certificate], for target: Target, trust: Trust, pins: [PinEntry]) -> ChainValidation {
         if TestFault.validation.isInjected {
             return .failed(ChainFailure(reason: .chainInvalid, detail: TestFault.detail), presented: presented.map(\.facts))

@@ -21,10 +21,32 @@ public final class Proxy {
         }
     }
 
+    /// What `stats` and `STATUS=` report; counted here, from the decisions and ends, never inside
+    /// logging.
     struct Counters {
         var accepted = 0, rejected = 0, refused = 0, allowed = 0, bypassed = 0, unpinned = 0, closed = 0
         var bytesUp = 0, bytesDown = 0
         var liveSessionObjects = 0
+
+        mutating func count(decision verdict: Verdict?) {
+            switch verdict {
+            case .allowed: allowed += 1
+            case .bypassed: bypassed += 1
+            case .unpinned: unpinned += 1
+            case .refused, nil: break
+            }
+        }
+
+        mutating func count(_ end: SessionEnd) {
+            switch end {
+            case .rejected: rejected += 1
+            case .refused: refused += 1
+            case .closed(_, let tunnel):
+                closed += 1
+                bytesUp += tunnel.bytesUp
+                bytesDown += tunnel.bytesDown
+            }
+        }
     }
 
     let loop = EventLoop()
@@ -178,11 +200,9 @@ public final class Proxy {
             }
             return
         }
-        counters.liveSessionObjects += 1
         let id = nextID
         nextID += 1
-        let session = Session(proxy: self, id: id, fd: fd, client: client)
-        guard session.clientBev != nil else { return }
+        guard let session = Session(proxy: self, id: id, fd: fd, client: client) else { return }
         sessions[id] = session
     }
 
@@ -199,12 +219,9 @@ public final class Proxy {
         }
     }
 
-    func admitTunnel() -> Bool {
-        guard tunnels < snapshot.policy.proxy.maxTunnels else { return false }
-        tunnels += 1
-        return true
-    }
-
+    /// Whether another tunnel fits under `max_tunnels` now.
+    var tunnelAvailable: Bool { tunnels < snapshot.policy.proxy.maxTunnels }
+    func tunnelStarted() { tunnels += 1 }
     func tunnelEnded() { tunnels -= 1 }
 
     func remove(_ session: Session) {
@@ -224,6 +241,7 @@ public final class Proxy {
         }
     }
 
+    func sessionObjectMade() { counters.liveSessionObjects += 1 }
     func sessionObjectFreed() { counters.liveSessionObjects -= 1 }
 
     /// Whether a tunnel to `address` would reach one of our listeners. It sees through every IPv4
@@ -248,11 +266,11 @@ public final class Proxy {
         // Close the listening sockets now, not when the drain ends: a new client is refused at
         // once instead of waiting in the backlog for a reset.
         closeListeners()
-        for session in sessions.values where session.stage == .readingRequest { session.finish(.closed("shutdown")) }
+        for session in Array(sessions.values) where session.isReadingRequest { session.finish(.shutdown) }
         if sessions.isEmpty { return loop.stop() }
         drainTimer = Timer(loop: loop, after: snapshot.policy.proxy.drainTimeout) { [unowned self] in
-            for session in Array(sessions.values) { session.finish(.closed("shutdown")) }
-            for session in Array(sessions.values) { session.release() }
+            for session in Array(sessions.values) { session.finish(.shutdown) }
+            for session in Array(sessions.values) { session.release() }  // those still writing a refusal
             loop.stop()
         }
     }
@@ -348,38 +366,25 @@ public final class Proxy {
     }
 
     /// Warnings the probe revealed; a rule past its `expires` is reported at error level once an hour.
-    func noteWarnings(_ evaluation: Evaluation, session: Session) {
+    func noteWarnings(_ evaluation: Evaluation, record: DecisionRecord) {
         for warning in evaluation.warnings {
             if case .ruleExpired = warning {
                 let line = evaluation.rule.line
                 if let last = expiryReported[line], Date().timeIntervalSince(last) < 3600 { continue }
                 expiryReported[line] = Date()
             }
-            logger.emit(SessionLog.warning(warning, session: session))
+            logger.emit(SessionLog.warning(warning, record: record))
         }
     }
 
-    func logDecision(_ session: Session) {
-        let record = SessionLog.decision(session)
-        switch session.verdict {
-        case .allowed: counters.allowed += 1
-        case .bypassed: counters.bypassed += 1
-        case .unpinned: counters.unpinned += 1
-        default: break
-        }
-        logger.emit(record)
+    func logDecision(_ record: DecisionRecord) {
+        counters.count(decision: record.verdict)
+        logger.emit(SessionLog.decision(record))
     }
 
-    func log(_ end: Session.End, for session: Session, stageBefore: Session.Stage) {
-        switch end {
-        case .rejected: counters.rejected += 1
-        case .refused: counters.refused += 1
-        case .closed:
-            counters.closed += 1
-            counters.bytesUp += session.bytesUp
-            counters.bytesDown += session.bytesDown
-        }
-        logger.emit(SessionLog.end(end, session: session, stageBefore: stageBefore))
+    func log(_ end: SessionEnd) {
+        counters.count(end)
+        logger.emit(SessionLog.end(end))
     }
 }
 

@@ -1,91 +1,109 @@
 import PinPolicy
 
+/// The refusals pinproxy decides without the policy: bad requests, limits, and the network.
+/// Their raw values are the log line's `reason` (a stable interface, see the README).
+public enum NetworkRefusal: String, Hashable, Sendable, CaseIterable {
+    case badRequest = "bad_request"
+    case methodNotAllowed = "method_not_allowed"
+    case requestTooLarge = "request_too_large"
+    case headerTimeout = "header_timeout"
+    case connectionLimitReached = "connection_limit_reached"
+    case outOfFileDescriptors = "out_of_file_descriptors"
+    case shuttingDown = "shutting_down"
+    case proxyLoopDetected = "proxy_loop_detected"
+    case dnsError = "dns_error"
+    case dnsTimeout = "dns_timeout"
+    case connectionRefused = "connection_refused"
+    case connectionTimeout = "connection_timeout"
+    case tlsProtocolError = "tls_protocol_error"
+    case probeTimeout = "probe_timeout"
+    case internalError = "internal_error"
+}
+
 /// What the client is told when pinproxy will not open a tunnel: a status and a reason phrase that
 /// carry meaning on their own (curl shows only the status, Python and Go show the phrase), an RFC
 /// 9209 `Proxy-Status` error, and the stable `reason` code of the log line.
 public struct Refusal: Hashable, Sendable {
-    public let status: Int
-    public let phrase: String
-    /// RFC 9209 §2.3 error type.
-    public let proxyStatus: String
-    /// The log line's `reason`.
-    public let reason: String
-    /// One sentence for the client body and the log's `detail` (never the expected pins).
-    public let detail: String
+    /// Why: a policy reason or a network one.
+    public enum Code: Hashable, Sendable {
+        case policy(RefusalReason)
+        case network(NetworkRefusal)
 
-    public init(status: Int, phrase: String, proxyStatus: String, reason: String, detail: String) {
-        self.status = status
-        self.phrase = phrase
-        self.proxyStatus = proxyStatus
-        self.reason = reason
-        self.detail = detail
-    }
-
-    /// A refusal decided by the policy.
-    public static func policy(_ reason: RefusalReason, detail: String) -> Refusal {
-        switch reason {
-        case .pinMismatch:
-            return Refusal(status: 502, phrase: "Certificate Pin Mismatch", proxyStatus: "tls_certificate_error", reason: reason.rawValue, detail: detail)
-        case .chainInvalid, .hostnameMismatch:
-            return Refusal(status: 502, phrase: "Certificate Invalid", proxyStatus: "tls_certificate_error", reason: reason.rawValue, detail: detail)
-        case .denylistedKey:
-            return Refusal(status: 502, phrase: "Certificate Key Denylisted", proxyStatus: "tls_certificate_error", reason: reason.rawValue, detail: detail)
-        case .unpinnedDenied, .portNotAllowed:
-            return Refusal(status: 403, phrase: "Forbidden by Pin Policy", proxyStatus: "http_request_denied", reason: reason.rawValue, detail: detail)
-        case .clientNotAllowed:
-            return Refusal(status: 403, phrase: "Client Not Allowed", proxyStatus: "http_request_denied", reason: reason.rawValue, detail: detail)
-        case .destinationProhibited:
-            return Refusal(status: 403, phrase: "Destination Forbidden", proxyStatus: "destination_ip_prohibited", reason: reason.rawValue, detail: detail)
+        /// The log line's `reason`.
+        public var rawValue: String {
+            switch self {
+            case .policy(let reason): return reason.rawValue
+            case .network(let reason): return reason.rawValue
+            }
         }
     }
 
-    static func badRequest(_ detail: String) -> Refusal {
-        Refusal(status: 400, phrase: "Bad Request", proxyStatus: "http_request_error", reason: "bad_request", detail: detail)
+    public let code: Code
+    /// One sentence for the client body and the log's `detail` (never the expected pins).
+    public let detail: String
+
+    public init(_ code: Code, detail: String) {
+        self.code = code
+        self.detail = detail
     }
-    static func methodNotAllowed(_ detail: String) -> Refusal {
-        Refusal(status: 405, phrase: "Method Not Allowed", proxyStatus: "http_request_denied", reason: "method_not_allowed", detail: detail)
+
+    /// The log line's `reason`.
+    public var reason: String { code.rawValue }
+
+    /// Status, reason phrase and RFC 9209 §2.3 error type, in one table.
+    public var status: Int { answer.status }
+    public var phrase: String { answer.phrase }
+    public var proxyStatus: String { answer.proxyStatus }
+
+    private var answer: (status: Int, phrase: String, proxyStatus: String) {
+        switch code {
+        case .policy(.pinMismatch): return (502, "Certificate Pin Mismatch", "tls_certificate_error")
+        case .policy(.chainInvalid), .policy(.hostnameMismatch): return (502, "Certificate Invalid", "tls_certificate_error")
+        case .policy(.denylistedKey): return (502, "Certificate Key Denylisted", "tls_certificate_error")
+        case .policy(.unpinnedDenied), .policy(.portNotAllowed): return (403, "Forbidden by Pin Policy", "http_request_denied")
+        case .policy(.clientNotAllowed): return (403, "Client Not Allowed", "http_request_denied")
+        case .policy(.destinationProhibited): return (403, "Destination Forbidden", "destination_ip_prohibited")
+        case .network(.badRequest): return (400, "Bad Request", "http_request_error")
+        case .network(.methodNotAllowed): return (405, "Method Not Allowed", "http_request_denied")
+        case .network(.requestTooLarge): return (431, "Request Header Fields Too Large", "http_request_error")
+        case .network(.headerTimeout): return (408, "Request Timeout", "http_request_error")
+        case .network(.connectionLimitReached): return (503, "Too Many Tunnels", "connection_limit_reached")
+        // EMFILE/ENFILE: a 503 with Retry-After like the tunnel cap, because it passes when tunnels
+        // close and the upstream is not at fault. RFC 9209 `connection_limit_reached` (a configured
+        // limit was exceeded): RLIMIT_NOFILE is such a limit, and the fix is configuration;
+        // `proxy_internal_error` would tell the client it met a bug.
+        case .network(.outOfFileDescriptors): return (503, "Out of File Descriptors", "connection_limit_reached")
+        case .network(.shuttingDown): return (503, "Shutting Down", "proxy_internal_error")
+        case .network(.proxyLoopDetected): return (403, "Proxy Loop Detected", "proxy_loop_detected")
+        case .network(.dnsError): return (502, "DNS Error", "dns_error")
+        case .network(.dnsTimeout): return (504, "DNS Timeout", "dns_timeout")
+        case .network(.connectionRefused): return (502, "Connection Failed", "connection_refused")
+        case .network(.connectionTimeout): return (504, "Connection Timeout", "connection_timeout")
+        case .network(.tlsProtocolError): return (502, "TLS Handshake Failed", "tls_protocol_error")
+        case .network(.probeTimeout): return (504, "TLS Handshake Timeout", "connection_read_timeout")
+        case .network(.internalError): return (500, "Proxy Internal Error", "proxy_internal_error")
+        }
     }
-    static func tooLarge(_ detail: String) -> Refusal {
-        Refusal(status: 431, phrase: "Request Header Fields Too Large", proxyStatus: "http_request_error", reason: "request_too_large", detail: detail)
-    }
-    static let headerTimeout = Refusal(status: 408, phrase: "Request Timeout", proxyStatus: "http_request_error", reason: "header_timeout",
-                                       detail: "the request head did not arrive in time")
-    static let tunnelLimit = Refusal(status: 503, phrase: "Too Many Tunnels", proxyStatus: "connection_limit_reached", reason: "connection_limit_reached",
-                                     detail: "pinproxy is at its max_tunnels limit; retry shortly")
-    static let shuttingDown = Refusal(status: 503, phrase: "Shutting Down", proxyStatus: "proxy_internal_error", reason: "shutting_down",
-                                      detail: "pinproxy is shutting down")
-    static func loop(_ detail: String) -> Refusal {
-        Refusal(status: 403, phrase: "Proxy Loop Detected", proxyStatus: "proxy_loop_detected", reason: "proxy_loop_detected", detail: detail)
-    }
-    static func dnsError(_ detail: String) -> Refusal {
-        Refusal(status: 502, phrase: "DNS Error", proxyStatus: "dns_error", reason: "dns_error", detail: detail)
-    }
-    static let dnsTimeout = Refusal(status: 504, phrase: "DNS Timeout", proxyStatus: "dns_timeout", reason: "dns_timeout",
-                                    detail: "the name did not resolve in time")
-    static func connectionRefused(_ detail: String) -> Refusal {
-        Refusal(status: 502, phrase: "Connection Failed", proxyStatus: "connection_refused", reason: "connection_refused", detail: detail)
-    }
-    /// `socket()` failed with EMFILE or ENFILE: pinproxy (or the whole system) is out of file
-    /// descriptors. A 503 with Retry-After, like `tunnelLimit`, because it passes when tunnels
-    /// close, and the upstream is not at fault (not `connection_refused`). The Proxy-Status error
-    /// is RFC 9209 §2.3 `connection_limit_reached` (a configured limit on connections to the next
-    /// hop was exceeded; recommended 503), as for `tunnelLimit`: RLIMIT_NOFILE (systemd's
-    /// LimitNOFILE) is such a limit, every tunnel costs descriptors under it, and the fix is
-    /// configuration. `proxy_internal_error` (recommended 500) would tell the client it met a bug.
-    static func outOfFileDescriptors(_ detail: String) -> Refusal {
-        Refusal(status: 503, phrase: "Out of File Descriptors", proxyStatus: "connection_limit_reached", reason: "out_of_file_descriptors", detail: detail)
-    }
-    static func connectionTimeout(_ detail: String) -> Refusal {
-        Refusal(status: 504, phrase: "Connection Timeout", proxyStatus: "connection_timeout", reason: "connection_timeout", detail: detail)
-    }
-    static func tlsProtocolError(_ detail: String) -> Refusal {
-        Refusal(status: 502, phrase: "TLS Handshake Failed", proxyStatus: "tls_protocol_error", reason: "tls_protocol_error", detail: detail)
-    }
-    static let probeTimeout = Refusal(status: 504, phrase: "TLS Handshake Timeout", proxyStatus: "connection_read_timeout", reason: "probe_timeout",
-                                      detail: "the upstream did not complete a TLS handshake in time")
-    static func internalError(_ detail: String) -> Refusal {
-        Refusal(status: 500, phrase: "Proxy Internal Error", proxyStatus: "proxy_internal_error", reason: "internal_error", detail: detail)
-    }
+
+    /// A refusal decided by the policy.
+    public static func policy(_ reason: RefusalReason, detail: String) -> Refusal { Refusal(.policy(reason), detail: detail) }
+
+    static func network(_ reason: NetworkRefusal, _ detail: String) -> Refusal { Refusal(.network(reason), detail: detail) }
+    static func badRequest(_ detail: String) -> Refusal { .network(.badRequest, detail) }
+    static func methodNotAllowed(_ detail: String) -> Refusal { .network(.methodNotAllowed, detail) }
+    static func tooLarge(_ detail: String) -> Refusal { .network(.requestTooLarge, detail) }
+    static let headerTimeout = Refusal.network(.headerTimeout, "the request head did not arrive in time")
+    static let tunnelLimit = Refusal.network(.connectionLimitReached, "pinproxy is at its max_tunnels limit; retry shortly")
+    static let shuttingDown = Refusal.network(.shuttingDown, "pinproxy is shutting down")
+    static func loop(_ detail: String) -> Refusal { .network(.proxyLoopDetected, detail) }
+    static func dnsError(_ detail: String) -> Refusal { .network(.dnsError, detail) }
+    static let dnsTimeout = Refusal.network(.dnsTimeout, "the name did not resolve in time")
+    static func connectionRefused(_ detail: String) -> Refusal { .network(.connectionRefused, detail) }
+    static func outOfFileDescriptors(_ detail: String) -> Refusal { .network(.outOfFileDescriptors, detail) }
+    static func connectionTimeout(_ detail: String) -> Refusal { .network(.connectionTimeout, detail) }
+    static func tlsProtocolError(_ detail: String) -> Refusal { .network(.tlsProtocolError, detail) }
+    static let probeTimeout = Refusal.network(.probeTimeout, "the upstream did not complete a TLS handshake in time")
+    static func internalError(_ detail: String) -> Refusal { .network(.internalError, detail) }
 
     /// The whole HTTP response: status line, Proxy-Status, a short text body naming the host, close.
     public func response(host: String?) -> [UInt8] {

@@ -6,6 +6,8 @@ import PinPolicy
 /// policy's `resolve:` map is consulted by the session before this.)
 final class Resolver {
     let dns: OpaquePointer
+    /// Kept so the base outlives the evdns base freed in `deinit`.
+    private let loop: EventLoop
 
     enum Failure: Error {
         case notFound(String)
@@ -13,6 +15,7 @@ final class Resolver {
     }
 
     init(loop: EventLoop, settings: DNSSettings) {
+        self.loop = loop
         dns = evdns_base_new(loop.base, 0)!
         switch settings.nameservers {
         case .system:

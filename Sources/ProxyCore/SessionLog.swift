@@ -4,10 +4,20 @@ import PinPolicy
 /// The log lines of a session, built from what it decided. Every refusal line carries what an
 /// operator needs to fix the policy or spot an attack: the target, the rule, the reason, every chain
 /// certificate's pins, the expected pins, and a hint.
+/// How a session ended, with what its line is made from.
+enum SessionEnd {
+    /// The request was not a CONNECT pinproxy accepts (400, 405, 408, 431): `request_rejected`.
+    case rejected(Refusal, DecisionRecord)
+    /// A CONNECT refused, with its evidence: `tunnel_refused`.
+    case refused(Refusal, DecisionRecord)
+    /// A tunnel (or a request before its decision) closed: `tunnel_closed`.
+    case closed(CloseReason, ClosedTunnel)
+}
+
 enum SessionLog {
     /// The decision line, written when a tunnel opens: `tunnel_allowed`, `tunnel_bypassed`,
     /// `tunnel_unpinned`.
-    static func decision(_ s: Session) -> LogRecord {
+    static func decision(_ s: DecisionRecord) -> LogRecord {
         var r: LogRecord
         switch s.verdict {
         case .allowed(let match):
@@ -25,7 +35,7 @@ enum SessionLog {
             if case .debugBypass(let until) = basis { r["bypass_until"] = .string(RFC3339.format(until)) }
             if let detail = s.evaluation?.chainFailure?.detail { r["detail"] = .string(detail) }
             r.fields += chainFields(s) + expectedFields(s)
-            r["hint"] = .string(hint(reason.rawValue, s))
+            r["hint"] = .string(hint(.policy(reason), s))
         case .unpinned(let basis):
             r = LogRecord(.info, "tunnel_unpinned", identity(s) + [("verdict", .string("unpinned")), ("reason", .string(basis.rawValue))])
             if let rule = s.rule { r.fields += [("rule", .string(rule.name)), ("rule_line", .int(rule.line))] }
@@ -36,36 +46,37 @@ enum SessionLog {
     }
 
     /// The one line a session ends with.
-    static func end(_ end: Session.End, session s: Session, stageBefore: Session.Stage) -> LogRecord {
+    static func end(_ end: SessionEnd) -> LogRecord {
         switch end {
-        case .rejected(let refusal):
+        case .rejected(let refusal, let s):
             return LogRecord(.warning, "request_rejected", [
-                ("conn", .int(s.id)), ("client", .string(s.client.description)), ("status", .int(refusal.status)),
+                ("conn", .int(s.conn)), ("client", .string(s.client.description)), ("status", .int(refusal.status)),
                 ("reason", .string(refusal.reason)), ("detail", .string(refusal.detail)),
             ])
-        case .refused(let refusal):
+        case .refused(let refusal, let s):
             var r = LogRecord(.warning, "tunnel_refused", identity(s) + ruleFields(s) + [
                 ("verdict", .string("refused")), ("reason", .string(refusal.reason)), ("status", .int(refusal.status)),
                 ("detail", .string(refusal.detail)),
             ])
             if let pin = s.evaluation?.denylisted { r["denylisted_pin"] = .string(pin.description) }
             r.fields += chainFields(s) + expectedFields(s)
-            r["hint"] = .string(hint(refusal.reason, s))
+            r["hint"] = .string(hint(refusal.code, s))
             return r
-        case .closed(let reason):
+        case .closed(let reason, let closed):
+            let s = closed.record
             var r = LogRecord(.info, "tunnel_closed", identity(s))
-            r["verdict"] = .string(verdictName(s.verdict, opened: s.decidedAt != nil))
+            r["verdict"] = .string(closed.openedTunnel ? verdictName(s.verdict) : "none")
             r.fields += [
-                ("bytes_up", .int(s.bytesUp)), ("bytes_down", .int(s.bytesDown)),
-                ("duration_ms", .int(Int((ContinuousClock.now - (s.decidedAt ?? s.acceptedAt)).seconds * 1000))),
+                ("bytes_up", .int(closed.bytesUp)), ("bytes_down", .int(closed.bytesDown)),
+                ("duration_ms", .int(Int(closed.duration.seconds * 1000))),
             ]
-            if s.decidedAt != nil { r["verify"] = .string(s.validation == nil ? "none" : "probe-only") }
-            r["close_reason"] = .string(s.decidedAt == nil && stageBefore != .relaying ? "\(reason)_before_decision" : reason)
+            if closed.openedTunnel { r["verify"] = .string(s.validation == nil ? "none" : "probe-only") }
+            r["close_reason"] = .string(closed.openedTunnel ? reason.code : "\(reason.code)_before_decision")
             return r
         }
     }
 
-    static func warning(_ warning: RuntimeWarning, session s: Session) -> LogRecord {
+    static func warning(_ warning: RuntimeWarning, record s: DecisionRecord) -> LogRecord {
         var r = LogRecord(warning.isError ? .error : .warning, "tunnel_warning", identity(s) + ruleFields(s))
         r["reason"] = .string(warning.code)
         switch warning {
@@ -83,8 +94,8 @@ enum SessionLog {
 
     // MARK: field groups
 
-    private static func identity(_ s: Session) -> [(String, LogValue)] {
-        var f: [(String, LogValue)] = [("conn", .int(s.id)), ("client", .string(s.client.description))]
+    private static func identity(_ s: DecisionRecord) -> [(String, LogValue)] {
+        var f: [(String, LogValue)] = [("conn", .int(s.conn)), ("client", .string(s.client.description))]
         if let authority = s.authority {
             f.append(("host", .string(authority.target.description)))
             f.append(("port", .int(Int(authority.port))))
@@ -96,14 +107,14 @@ enum SessionLog {
         return f
     }
 
-    private static func ruleFields(_ s: Session) -> [(String, LogValue)] {
+    private static func ruleFields(_ s: DecisionRecord) -> [(String, LogValue)] {
         guard let rule = s.rule else { return [] }
         return [("rule", .string(rule.name)), ("rule_line", .int(rule.line)), ("mode", .string(rule.mode.rawValue)),
                 ("trust", .string(rule.trust.description))]
     }
 
     /// The verified chain when validation succeeded, else what the server presented.
-    private static func chainFields(_ s: Session) -> [(String, LogValue)] {
+    private static func chainFields(_ s: DecisionRecord) -> [(String, LogValue)] {
         let certificates: [(CertificateFacts, Bool)]
         switch s.validation {
         case .verified(let chain)?: certificates = chain.certificates.map { ($0.facts, $0.isAnchor) }
@@ -120,7 +131,7 @@ enum SessionLog {
                 ("chain", chain)]
     }
 
-    private static func expectedFields(_ s: Session) -> [(String, LogValue)] {
+    private static func expectedFields(_ s: DecisionRecord) -> [(String, LogValue)] {
         guard let rule = s.rule, !rule.pins.isEmpty else { return [] }
         return [("expected", .objects(rule.pins.map { entry in
             var object: [(String, LogValue)] = [("pin", .string(entry.pin.description)), ("at", .string(entry.position.rawValue))]
@@ -129,8 +140,8 @@ enum SessionLog {
         }))]
     }
 
-    private static func verdictName(_ verdict: Verdict?, opened: Bool) -> String {
-        guard opened, let verdict else { return "none" }
+    private static func verdictName(_ verdict: Verdict?) -> String {
+        guard let verdict else { return "none" }
         switch verdict {
         case .allowed: return "allowed"
         case .bypassed: return "bypassed"
@@ -140,40 +151,44 @@ enum SessionLog {
     }
 
     /// What the operator can do about it, safely.
-    private static func hint(_ reason: String, _ s: Session) -> String {
+    private static func hint(_ code: Refusal.Code, _ s: DecisionRecord) -> String {
         let target = s.authority?.description ?? "HOST:PORT"
         let line = s.rule.map { " (rule at line \($0.line))" } ?? ""
-        switch reason {
-        case "pin_mismatch":
+        switch code {
+        case .policy(.pinMismatch):
             return "if this change is legitimate, confirm the new chain from a trusted network with 'pinproxy pin \(target)' before adding its pin\(line); the observed pins may be an attacker's"
-        case "chain_invalid":
+        case .policy(.chainInvalid):
             return "the chain does not validate under trust \(s.rule?.trust.description ?? "?"); inspect it with 'pinproxy pin \(target)' from a trusted network and check the rule's trust"
-        case "hostname_mismatch":
+        case .policy(.hostnameMismatch):
             return "the certificate does not name \(s.authority?.target.description ?? "the host"): a misconfigured server or interception"
-        case "denylisted_key":
+        case .policy(.denylistedKey):
             return "a key on the deny list is in the chain; this is refused in every mode and never bypassed"
-        case "unpinned_denied":
+        case .policy(.unpinnedDenied):
             return "add a rule for this host (get pins with 'pinproxy pin \(target)' from a trusted network) or set defaults.unpinned: allow"
-        case "port_not_allowed":
+        case .policy(.portNotAllowed):
             return "add the port to proxy.allowed_ports if tunnels to it are intended"
-        case "destination_ip_prohibited":
+        case .policy(.destinationProhibited):
             return "the destination is in proxy.deny_destinations; change that list only if this destination is intended"
-        case "client_not_allowed":
+        case .policy(.clientNotAllowed):
             return "add the client's network to proxy.allow_clients if it should use the proxy"
-        case "dns_error", "dns_timeout":
+        case .network(.dnsError), .network(.dnsTimeout):
             return "check proxy.dns (nameservers, hosts_file) or map the name in resolve:"
-        case "connection_refused", "connection_timeout":
+        case .network(.connectionRefused), .network(.connectionTimeout):
             return "the upstream did not accept a TCP connection; check the address and port"
-        case "tls_protocol_error", "probe_timeout":
+        case .network(.tlsProtocolError), .network(.probeTimeout):
             return "the upstream did not complete a TLS handshake; is it a TLS server on this port?"
-        case "connection_limit_reached":
+        case .network(.connectionLimitReached):
             return "raise proxy.max_tunnels if this load is expected"
-        case "out_of_file_descriptors":
+        case .network(.outOfFileDescriptors):
             return "a tunnel holds two or three file descriptors: raise LimitNOFILE (ulimit -n) to at least three times proxy.max_tunnels, or lower max_tunnels"
-        case "proxy_loop_detected":
+        case .network(.proxyLoopDetected):
             return "the target is pinproxy itself"
-        default:
-            return "see the README's log reference for this reason"
+        case .network(.shuttingDown):
+            return "pinproxy is stopping; retry once it is back"
+        case .network(.internalError):
+            return "an internal failure in pinproxy; the detail says which step; please report it"
+        case .network(.badRequest), .network(.methodNotAllowed), .network(.requestTooLarge), .network(.headerTimeout):
+            return "the client sent no valid CONNECT request; see the README's log reference"
         }
     }
 }

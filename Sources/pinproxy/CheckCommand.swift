@@ -84,9 +84,8 @@ struct CheckCommand: ParsableCommand {
             let prefix = "line \(rule.line) \(authority):"
             do {
                 let seen = try OneShotProbe.run(authority, policy: policy)
-                let validation = snapshot.validate(seen.presented, for: target, trust: rule.trust, pins: rule.pins)
-                let verdict = policy.evaluate(validation, rule: rule, target: target, at: Date(), debugBypassEnabled: false).verdict
-                switch verdict {
+                let (validation, evaluation) = snapshot.judge(seen.presented, target: target, rule: rule, at: Date(), debugBypassEnabled: false)
+                switch evaluation.verdict {
                 case .allowed(let match):
                     Output.out("\(prefix) matches (\(match.entry.pin) at position \(match.position)) via \(seen.address.ip) \(seen.tlsVersion)")
                 case .refused(let reason):

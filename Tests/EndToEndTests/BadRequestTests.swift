@@ -80,7 +80,7 @@ import TestSupport
             #expect(statusLine(response) == "HTTP/1.1 \(status)", "\(target)")
             #expect(header("Proxy-Status", in: response) == "pinproxy; error=\(proxyStatus); details=\"\(reason)\"", "\(target)")
         }
-        let refused = proxy.events("tunnel_refused")
+        let refused = proxy.events("tunnel_refused", count: cases.count)
         #expect(refused.map { $0["reason"] ?? "" } == cases.map(\.3))
         #expect(refused[3]["detail"] == "denied.pinproxy.test resolved only to denied destinations: 169.254.1.1 (link-local)")
         // A denied address among allowed ones is dropped, the rest is used.
@@ -114,7 +114,7 @@ import TestSupport
         #expect(statusLine(try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:1")) == "HTTP/1.1 403 Forbidden by Pin Policy")
         #expect(statusLine(try connectResponse(proxy: proxy.port, target: "169.254.1.1:\(server.port)")) == "HTTP/1.1 403 Destination Forbidden")
         #expect(statusLine(try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:\(server.port)")) == "HTTP/1.1 503 Too Many Tunnels")
-        let reasons = proxy.events("tunnel_refused").map { $0["reason"] ?? "?" }
+        let reasons = proxy.events("tunnel_refused", count: 3).map { $0["reason"] ?? "?" }
         #expect(reasons == ["port_not_allowed", "destination_ip_prohibited", "connection_limit_reached"])
     }
 

@@ -103,6 +103,6 @@ import TestSupport
         let failed = try #require(proxy.waitFor("policy_reload_failed"))
         #expect(failed["detail"]?.contains("not valid YAML") == true)
         #expect(statusLine(try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:\(slow.port)")) == "HTTP/1.1 502 Certificate Pin Mismatch")
-        #expect(proxy.events("tunnel_refused").count == 2)
+        #expect(proxy.events("tunnel_refused", count: 2).count == 2)
     }
 }

@@ -285,6 +285,14 @@ public final class ProxyProcess: @unchecked Sendable {
         }
     }
 
+    /// The lines of an event once there are `count` of them (bounded wait): log lines are written
+    /// by the proxy's writer thread, so a line can trail the response it belongs to.
+    public func events(_ event: String, count: Int, timeout: Double = 10) -> [[String: String]] {
+        let deadline = Date().addingTimeInterval(timeout)
+        while events(event).count < count && Date() < deadline { usleep(20_000) }
+        return events(event)
+    }
+
     /// The line for one connection's end (`tunnel_refused`, `tunnel_closed`, `request_rejected`).
     public func waitForConn(_ event: String, host: String? = nil, timeout: Double = 15) -> [String: String]? {
         waitFor(event, timeout: timeout) { host == nil || $0["host"] == host }

@@ -1,0 +1,231 @@
+import CLibevent
+import Foundation
+
+/// One end of a tunnel.
+enum TunnelSide: String, Sendable {
+    case client, upstream
+
+    var other: TunnelSide { self == .client ? .upstream : .client }
+}
+
+/// How a relay ended.
+enum RelayEnd: Equatable, Sendable {
+    /// Both sides sent EOF and everything was passed on.
+    case finished
+    /// A side reset the connection (ECONNRESET, EPIPE).
+    case reset(TunnelSide)
+    /// Another error on a side.
+    case failed(TunnelSide)
+    /// Nothing moved either way for `idle_timeout`.
+    case idle
+}
+
+/// A socket bufferevent, owned: `deinit` frees it (and, `BEV_OPT_CLOSE_ON_FREE`, closes its socket),
+/// so it lives exactly as long as whoever holds it.
+final class BufferEvent {
+    let ref: OpaquePointer
+    /// Kept so the base outlives the bufferevent.
+    private let loop: EventLoop
+
+    /// Takes the socket; closes it when no bufferevent can be made.
+    init?(loop: EventLoop, socket fd: Int32) {
+        let options = Int32(BEV_OPT_CLOSE_ON_FREE.rawValue | BEV_OPT_DEFER_CALLBACKS.rawValue)
+        guard let ref = bufferevent_socket_new(loop.base, fd, options) else {
+            close(fd)
+            return nil
+        }
+        self.ref = ref
+        self.loop = loop
+    }
+
+    deinit {
+        bufferevent_setcb(ref, nil, nil, nil, nil)
+        bufferevent_free(ref)
+    }
+
+    var input: OpaquePointer { bufferevent_get_input(ref) }
+    var output: OpaquePointer { bufferevent_get_output(ref) }
+    var fd: Int32 { bufferevent_getfd(ref) }
+
+    /// Routes this bufferevent's callbacks to `target` (read, write, event), with `target` as context.
+    func route(to target: AnyObject, read: bufferevent_data_cb?, write: bufferevent_data_cb?, event: bufferevent_event_cb?) {
+        bufferevent_setcb(ref, read, write, event, Unmanaged.passUnretained(target).toOpaque())
+    }
+
+    func enable(_ what: Int32) { bufferevent_enable(ref, Int16(what)) }
+    func disable(_ what: Int32) { bufferevent_disable(ref, Int16(what)) }
+    var readEnabled: Bool { bufferevent_get_enabled(ref) & Int16(EV_READ) != 0 }
+    func setWatermark(_ what: Int32, low: Int, high: Int) { bufferevent_setwatermark(ref, Int16(what), low, high) }
+    func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
+}
+
+/// Relays bytes both ways, after le-proxy: a read callback that moves bytes to the other side and
+/// applies backpressure, a write callback that lifts it, and an event callback that half-closes on
+/// EOF and ends the tunnel on any error. `move(from:)` is the one place bytes cross.
+final class Relay {
+    /// Above this much data queued towards one side we stop reading from the other.
+    static let maxQueued = 512 * 1024
+
+    /// One side's state: what it sent, whether it is done sending, whether we are done writing to it.
+    struct Side {
+        let bev: BufferEvent
+        /// Bytes read from this side.
+        var bytes = 0
+        /// This side sent EOF.
+        var sentEOF = false
+        /// We shut down our write half towards this side.
+        var shutDown = false
+    }
+
+    private var client: Side
+    private var upstream: Side
+    private(set) var lastActivity = ContinuousClock.now
+    private let idleTimeout: Double
+    private var idleTimer: Timer?
+    private let loop: EventLoop
+    private var onEnd: ((RelayEnd) -> Void)?
+
+    /// Bytes from the client to the upstream, and back.
+    var bytesUp: Int { client.bytes }
+    var bytesDown: Int { upstream.bytes }
+
+    init(loop: EventLoop, client: BufferEvent, upstream: BufferEvent, idleTimeout: Double, onEnd: @escaping (RelayEnd) -> Void) {
+        self.loop = loop
+        self.client = Side(bev: client)
+        self.upstream = Side(bev: upstream)
+        self.idleTimeout = idleTimeout
+        self.onEnd = onEnd
+    }
+
+    /// Takes over both bufferevents and passes on what the client already sent.
+    func start() {
+        lastActivity = .now
+        client.bev.setWatermark(EV_READ, low: 0, high: 0)
+        for side in [client, upstream] {
+            side.bev.route(to: self, read: relayReadCB, write: relayWriteCB, event: relayEventCB)
+            side.bev.enable(EV_READ | EV_WRITE)
+        }
+        armIdleTimer()
+        move(from: .client)  // bytes the client sent right after its CONNECT
+    }
+
+    /// Stops without calling back: the session is ending for another reason.
+    func cancel() {
+        onEnd = nil
+        idleTimer = nil
+    }
+
+    private subscript(side: TunnelSide) -> Side {
+        get { side == .client ? client : upstream }
+        set { if side == .client { client = newValue } else { upstream = newValue } }
+    }
+
+    fileprivate func side(of bev: OpaquePointer) -> TunnelSide { bev == client.bev.ref ? .client : .upstream }
+
+    /// Moves what `from` sent to the other side; when the other side has too much queued, stops
+    /// reading `from` until it drains.
+    private func move(from: TunnelSide) {
+        let source = self[from].bev, sink = self[from.other].bev
+        let count = evbuffer_get_length(source.input)
+        guard count > 0 else { return }
+        self[from].bytes += count
+        lastActivity = .now
+        Self.copy(from: source.input, to: sink.output)
+        if evbuffer_get_length(sink.output) >= Self.maxQueued {
+            // We're giving the other side data faster than it can pass it on: stop reading until
+            // it has drained half of it (the write callback fires at the low watermark).
+            sink.setWatermark(EV_WRITE, low: Self.maxQueued / 2, high: Self.maxQueued)
+            source.disable(EV_READ)
+        }
+    }
+
+    /// Copies rather than moves (`evbuffer_add_buffer`): libevent 2.1 reads 4 KiB at a time, each
+    /// into a fresh 8 KiB chain, and moving those chains would keep each read in its own
+    /// allocation — a stalled tunnel's 512 KiB would cost 1 MiB. Copied, the output packs densely.
+    private static func copy(from input: OpaquePointer, to output: OpaquePointer) {
+        let count = evbuffer_get_length(input)
+        var extents = [iovec](repeating: iovec(), count: 8)  // evbuffer_iovec is a #define for iovec
+        let needed = Int(evbuffer_peek(input, count, nil, &extents, Int32(extents.count)))
+        guard needed <= extents.count else {  // rare: many small chains; moving them is still correct
+            evbuffer_add_buffer(output, input)
+            return
+        }
+        for extent in extents.prefix(needed) { evbuffer_add(output, extent.iov_base, extent.iov_len) }
+        evbuffer_drain(input, count)
+    }
+
+    /// The side `to` has drained: lift the backpressure on the other side, and half-close when done.
+    fileprivate func written(to side: TunnelSide) {
+        let sink = self[side].bev, source = self[side.other]
+        let queued = evbuffer_get_length(sink.output)
+        if queued <= Self.maxQueued / 2, !source.sentEOF, !source.bev.readEnabled {
+            sink.setWatermark(EV_WRITE, low: 0, high: 0)
+            source.bev.enable(EV_READ)
+        }
+        if queued == 0 { halfCloseIfDone(towards: side) }
+    }
+
+    fileprivate func readable(_ side: TunnelSide) { move(from: side) }
+
+    fileprivate func event(on side: TunnelSide, _ what: Int16, errno savedErrno: Int32) {
+        // An error on either side ends the tunnel, whatever else is set: with deferred callbacks
+        // libevent merges a read EOF and a write error into one event, and a write side that has
+        // failed will never drain, so waiting for it would hold the tunnel until idle_timeout.
+        if what & Int16(BEV_EVENT_ERROR) != 0 {
+            return end(savedErrno == ECONNRESET || savedErrno == EPIPE ? .reset(side) : .failed(side))
+        }
+        if what & Int16(BEV_EVENT_EOF) != 0 {
+            move(from: side)  // anything still buffered goes first
+            self[side].sentEOF = true
+            halfCloseIfDone(towards: side.other)
+        }
+    }
+
+    /// Once one side has sent EOF and everything it sent is written to the other side, we shut
+    /// down the other side's write half, so a request/response protocol can finish. When both
+    /// directions are done, the tunnel is over.
+    private func halfCloseIfDone(towards side: TunnelSide) {
+        guard self[side.other].sentEOF, evbuffer_get_length(self[side].bev.output) == 0 else { return }
+        if !self[side].shutDown {
+            self[side].shutDown = true
+            self[side].bev.shutdownWrite()
+        }
+        if client.shutDown && upstream.shutDown { end(.finished) }  // each shutdown followed an EOF from the other side
+    }
+
+    /// A timer that rearms itself until nothing moved for `idle_timeout`.
+    private func armIdleTimer() {
+        let remaining = idleTimeout - (ContinuousClock.now - lastActivity).seconds
+        idleTimer = Timer(loop: loop, after: max(0.05, remaining)) { [unowned self] in
+            if (ContinuousClock.now - lastActivity).seconds >= idleTimeout { end(.idle) } else { armIdleTimer() }
+        }
+    }
+
+    private func end(_ how: RelayEnd) {
+        idleTimer = nil
+        let done = onEnd
+        onEnd = nil
+        done?(how)
+    }
+}
+
+// The C trampolines: non-capturing, they find the relay and hand the event over. The callback may
+// drop the last reference to the relay (the session ends), so it stays alive until they return.
+private func relay(_ ctx: UnsafeMutableRawPointer?) -> Relay {
+    guard let ctx else { preconditionFailure("bufferevent callback without its relay") }
+    return Unmanaged<Relay>.fromOpaque(ctx).takeUnretainedValue()
+}
+
+private let relayReadCB: bufferevent_data_cb = { bev, ctx in
+    let r = relay(ctx)
+    withExtendedLifetime(r) { r.readable(r.side(of: bev!)) }
+}
+private let relayWriteCB: bufferevent_data_cb = { bev, ctx in
+    let r = relay(ctx)
+    withExtendedLifetime(r) { r.written(to: r.side(of: bev!)) }
+}
+private let relayEventCB: bufferevent_event_cb = { bev, what, ctx in
+    let savedErrno = errno  // first thing: later calls overwrite it
+    let r = relay(ctx)
+    withExtendedLifetime(r) { r.event(on: r.side(of: bev!), what, errno: savedErrno) }
+}

@@ -1,0 +1,328 @@
+import Foundation
+import PinPolicy
+import TLSInspection
+
+/// A CONNECT that passed admission: what it asked for, the policy snapshot it is judged by, and the
+/// rule that applies (nil: no rule).
+struct AdmittedConnect {
+    let authority: Authority
+    let snapshot: PolicySnapshot
+    let rule: Rule?
+    /// Decided without looking at a certificate (`unpinned`); nil when the chain will be judged.
+    let unpinned: Verdict?
+}
+
+/// A probe's chain judged under the CONNECT's snapshot and rule, with its evidence.
+struct Judgement {
+    let address: SocketAddress
+    let tlsVersion: String
+    let keyProof: KeyProof
+    let validation: ChainValidation
+    let evaluation: Evaluation
+}
+
+/// Why a session ended without a refusal: the `close_reason` of `tunnel_closed`.
+enum CloseReason: Equatable, Sendable {
+    case relay(RelayEnd)
+    case clientClosed
+    case clientError
+    case shutdown
+    case debugBypassExpired
+
+    var code: String {
+        switch self {
+        case .relay(.finished): return "eof"
+        case .relay(.reset(let side)): return "\(side.rawValue)_reset"
+        case .relay(.failed(let side)): return "\(side.rawValue)_error"
+        case .relay(.idle): return "idle_timeout"
+        case .clientClosed: return "client_closed"
+        case .clientError: return "client_error"
+        case .shutdown: return "shutdown"
+        case .debugBypassExpired: return "debug_bypass_expired"
+        }
+    }
+}
+
+/// Everything a decision line and the close line say, taken at the decision and never changed.
+struct DecisionRecord {
+    let conn: Int
+    let client: SocketAddress
+    var authority: Authority?
+    var rule: Rule?
+    var verdict: Verdict?
+    var address: SocketAddress?
+    var tlsVersion = ""
+    var keyProof: KeyProof?
+    var validation: ChainValidation?
+    var evaluation: Evaluation?
+
+    init(conn: Int, client: SocketAddress) {
+        self.conn = conn
+        self.client = client
+    }
+
+    init(conn: Int, client: SocketAddress, admitted: AdmittedConnect, judgement: Judgement?) {
+        self.init(conn: conn, client: client)
+        authority = admitted.authority
+        rule = admitted.rule
+        verdict = judgement?.evaluation.verdict ?? admitted.unpinned
+        address = judgement?.address
+        tlsVersion = judgement?.tlsVersion ?? ""
+        keyProof = judgement?.keyProof
+        validation = judgement?.validation
+        evaluation = judgement?.evaluation
+    }
+}
+
+/// The life of one CONNECT as values: the stage it is in and what it knows there. Each event is a
+/// method that moves it and returns what the session must do; an event that cannot happen in the
+/// current state is a programming error and traps. No I/O: tests drive it without sockets.
+///
+/// readingRequest → resolving → probing → connecting → relaying → closed, with `lingering` (a
+/// refusal being written) and `closed` reachable from every stage before it.
+struct SessionMachine {
+    enum State {
+        case readingRequest
+        case resolving(AdmittedConnect)
+        case probing(AdmittedConnect)
+        case connecting(AdmittedConnect, Judgement?)
+        case relaying(AdmittedConnect, Judgement?)
+        case lingering
+        case closed
+    }
+
+    enum Action {
+        /// Not a CONNECT pinproxy accepts: log `request_rejected`, answer, linger.
+        case reject(Refusal, DecisionRecord)
+        /// A CONNECT refused: log `tunnel_refused`, answer, linger.
+        case refuse(Refusal, DecisionRecord)
+        /// Resolve this name with evdns.
+        case lookUp(String)
+        /// Probe these addresses in order.
+        case probe(ProbeHub.Key)
+        /// Open the tunnel's TCP connection to the first of these that accepts.
+        case connect([IPAddress])
+        /// Answer 200, log the decision, relay.
+        case open(DecisionRecord)
+        /// The session is over: log `tunnel_closed`.
+        case close(CloseReason, openedTunnel: Bool)
+        /// Nothing to do (the session already ended).
+        case none
+    }
+
+    let conn: Int
+    let client: SocketAddress
+    /// Whether an address is one pinproxy itself listens on (a CONNECT there is a loop).
+    private let isOwnAddress: (SocketAddress) -> Bool
+    private(set) var state = State.readingRequest
+
+    init(conn: Int, client: SocketAddress, isOwnAddress: @escaping (SocketAddress) -> Bool) {
+        self.conn = conn
+        self.client = client
+        self.isOwnAddress = isOwnAddress
+    }
+
+    /// Whether this session counts against `max_tunnels` now (admitted, not yet over).
+    var holdsTunnelSlot: Bool {
+        switch state {
+        case .resolving, .probing, .connecting, .relaying: return true
+        case .readingRequest, .lingering, .closed: return false
+        }
+    }
+
+    /// The snapshot this CONNECT is judged by, once it has one.
+    var admitted: AdmittedConnect? {
+        switch state {
+        case .resolving(let a), .probing(let a), .connecting(let a, _), .relaying(let a, _): return a
+        case .readingRequest, .lingering, .closed: return nil
+        }
+    }
+
+    var isRelaying: Bool {
+        if case .relaying = state { return true }
+        return false
+    }
+
+    // MARK: events
+
+    /// The request head did not parse, or did not arrive in time.
+    mutating func requestRejected(_ refusal: Refusal) -> Action {
+        guard case .readingRequest = state else { preconditionFailure("request rejected in \(state)") }
+        state = .lingering
+        return .reject(refusal, DecisionRecord(conn: conn, client: client))
+    }
+
+    /// A CONNECT arrived. The policy's refusals come before the tunnel cap: a CONNECT it refuses is
+    /// a 403 whatever the load, and only one that may open a tunnel takes a slot.
+    mutating func requestParsed(_ authority: Authority, snapshot: PolicySnapshot, stopping: Bool, tunnelAvailable: Bool) -> Action {
+        guard case .readingRequest = state else { preconditionFailure("request parsed in \(state)") }
+        var record = DecisionRecord(conn: conn, client: client)
+        record.authority = authority
+        if stopping { return refuse(.shuttingDown, record) }
+        let policy = snapshot.policy
+        let rule: Rule?, unpinned: Verdict?
+        switch policy.admit(authority, client: client.ip) {
+        case .decided(.refused(let reason), _):
+            record.verdict = .refused(reason)
+            return refuse(.policy(reason, detail: admissionDetail(reason, authority, policy.proxy)), record)
+        case .decided(let verdict, let matched):
+            (rule, unpinned) = (matched, verdict)
+        case .probe(let matched):
+            (rule, unpinned) = (matched, nil)
+        }
+        record.rule = rule
+        guard tunnelAvailable else { return refuse(.tunnelLimit, record) }
+        let admitted = AdmittedConnect(authority: authority, snapshot: snapshot, rule: rule, unpinned: unpinned)
+        state = .resolving(admitted)
+        switch authority.target {
+        case .ip(let ip):
+            return addressesKnown([ip])
+        case .name(let name):
+            if TestFault.dns.isInjected { return resolved(.failure(.failed(TestFault.detail))) }
+            if let mapped = policy.resolve[name] { return addressesKnown(mapped) }
+            return .lookUp(name)
+        }
+    }
+
+    /// evdns answered.
+    mutating func resolved(_ result: Result<[IPAddress], Resolver.Failure>) -> Action {
+        guard case .resolving(let admitted) = state, case .name(let name) = admitted.authority.target else {
+            preconditionFailure("resolved in \(state)")
+        }
+        switch result {
+        case .success(let addresses): return addressesKnown(addresses)
+        case .failure(.notFound(let why)): return refuse(.dnsError("\(name) did not resolve: \(why)"))
+        case .failure(.failed(let why)): return refuse(.dnsError("resolving \(name) failed: \(why)"))
+        }
+    }
+
+    /// evdns did not answer within `dns_timeout`.
+    mutating func resolveTimedOut() -> Action {
+        guard case .resolving = state else { preconditionFailure("resolve timeout in \(state)") }
+        return refuse(.dnsTimeout)
+    }
+
+    /// Drops denied destinations (every spelling of an address), refuses loops, then probes or
+    /// connects.
+    private mutating func addressesKnown(_ all: [IPAddress]) -> Action {
+        guard case .resolving(let admitted) = state else { preconditionFailure("addresses in \(state)") }
+        let authority = admitted.authority
+        let deny = admitted.snapshot.policy.proxy.denyDestinations
+        let allowed = all.filter { !deny.containsAnyForm(of: $0) }
+        guard !allowed.isEmpty else {
+            let names = all.map { "\($0) (\(deny.entry(containingAnyFormOf: $0)?.name ?? "?"))" }.joined(separator: ", ")
+            var record = DecisionRecord(conn: conn, client: client, admitted: admitted, judgement: nil)
+            record.verdict = .refused(.destinationProhibited)
+            return refuse(.policy(.destinationProhibited, detail: "\(authority.target) resolved only to denied destinations: \(names)"), record)
+        }
+        if let loop = allowed.first(where: { isOwnAddress(SocketAddress(ip: $0, port: authority.port)) }) {
+            return refuse(.loop("\(authority) is pinproxy's own listening address \(SocketAddress(ip: loop, port: authority.port))"))
+        }
+        if admitted.unpinned != nil {  // no probe: tunnel to the first address that accepts
+            state = .connecting(admitted, nil)
+            return .connect(allowed)
+        }
+        state = .probing(admitted)
+        let serverName: String? = if case .name(let n) = authority.target { n } else { nil }
+        return .probe(ProbeHub.Key(serverName: serverName, port: authority.port, addresses: allowed))
+    }
+
+    /// The probe saw a chain (with a proof of key) or failed; the chain is judged under this
+    /// CONNECT's snapshot and rule.
+    mutating func probed(_ result: ProbeResult, at now: Date, debugBypassEnabled: Bool) -> Action {
+        guard case .probing(let admitted) = state, let rule = admitted.rule else { preconditionFailure("probed in \(state)") }
+        let presented: [Certificate], proof: KeyProof
+        switch result.outcome {
+        case .failed(let refusal):
+            var record = DecisionRecord(conn: conn, client: client, admitted: admitted, judgement: nil)
+            record.tlsVersion = result.tlsVersion
+            record.address = result.address
+            return refuse(refusal, record)
+        case .chain(let certificates, let how):
+            (presented, proof) = (certificates, how)
+        }
+        guard let address = result.address else { preconditionFailure("a chain without the address that sent it") }
+        let (validation, evaluation) = admitted.snapshot.judge(presented, target: admitted.authority.target, rule: rule, at: now,
+                                                              debugBypassEnabled: debugBypassEnabled)
+        let judgement = Judgement(address: address, tlsVersion: result.tlsVersion, keyProof: proof, validation: validation, evaluation: evaluation)
+        var record = DecisionRecord(conn: conn, client: client, admitted: admitted, judgement: judgement)
+        if TestFault.evaluation.isInjected {
+            record.verdict = nil
+            return refuse(.internalError("pin evaluation failed: \(TestFault.detail)"), record)
+        }
+        if case .refused(let reason) = evaluation.verdict {
+            return refuse(.policy(reason, detail: refusalDetail(reason, admitted.authority, evaluation)), record)
+        }
+        // The tunnel goes to the address the probe verified, never a fresh resolution.
+        state = .connecting(admitted, judgement)
+        return .connect([address.ip])
+    }
+
+    /// The tunnel's TCP connection failed.
+    mutating func connectFailed(_ refusal: Refusal) -> Action {
+        guard case .connecting(let admitted, let judgement) = state else { preconditionFailure("connect failed in \(state)") }
+        return refuse(refusal, DecisionRecord(conn: conn, client: client, admitted: admitted, judgement: judgement))
+    }
+
+    /// The tunnel's TCP connection is up: the decision is final.
+    mutating func connected(to address: SocketAddress) -> Action {
+        guard case .connecting(let admitted, let judgement) = state else { preconditionFailure("connected in \(state)") }
+        state = .relaying(admitted, judgement)
+        var record = DecisionRecord(conn: conn, client: client, admitted: admitted, judgement: judgement)
+        record.address = address
+        return .open(record)
+    }
+
+    /// The session ends without a refusal: a hang-up before the decision, the relay's end, a
+    /// shutdown, the end of a debug bypass.
+    mutating func ended(_ reason: CloseReason) -> Action {
+        switch state {
+        case .lingering, .closed:
+            return .none
+        case .relaying:
+            state = .closed
+            return .close(reason, openedTunnel: true)
+        case .readingRequest, .resolving, .probing, .connecting:
+            state = .closed
+            return .close(reason, openedTunnel: false)
+        }
+    }
+
+    /// The refusal has been written (or given up on): nothing is left.
+    mutating func lingered() {
+        guard case .lingering = state else { preconditionFailure("lingered in \(state)") }
+        state = .closed
+    }
+
+    // MARK: helpers
+
+    private mutating func refuse(_ refusal: Refusal, _ record: DecisionRecord? = nil) -> Action {
+        let record = record ?? admitted.map { DecisionRecord(conn: conn, client: client, admitted: $0, judgement: nil) }
+            ?? DecisionRecord(conn: conn, client: client)
+        state = .lingering
+        return .refuse(refusal, record)
+    }
+
+    private func admissionDetail(_ reason: RefusalReason, _ authority: Authority, _ settings: ProxySettings) -> String {
+        let host = authority.target.description
+        switch reason {
+        case .portNotAllowed: return "port \(authority.port) is not in allowed_ports (\(settings.allowedPorts.map(String.init).joined(separator: ", ")))"
+        case .destinationProhibited:
+            let entry = authority.target.ipValue.flatMap { settings.denyDestinations.entry(containingAnyFormOf: $0) }
+            return "\(host) is in deny_destinations (\(entry?.name ?? "?"))"
+        case .clientNotAllowed: return "client \(client.ip) is not in allow_clients"
+        case .unpinnedDenied: return "no rule pins \(host) and defaults.unpinned is deny"
+        default: return reason.rawValue
+        }
+    }
+
+    private func refusalDetail(_ reason: RefusalReason, _ authority: Authority, _ evaluation: Evaluation) -> String {
+        let host = authority.target.description
+        switch reason {
+        case .pinMismatch: return "no certificate in the verified chain of \(host) matches a pin of its rule"
+        case .chainInvalid, .hostnameMismatch: return "the certificate chain of \(host) is not valid: \(evaluation.chainFailure?.detail ?? reason.rawValue)"
+        case .denylistedKey: return "the chain of \(host) carries a deny-listed key"
+        default: return reason.rawValue
+        }
+    }
+}

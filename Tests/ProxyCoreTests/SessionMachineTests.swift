@@ -1,0 +1,133 @@
+import Foundation
+import PinPolicy
+import TLSInspection
+import Testing
+@testable import ProxyCore
+
+/// The session's state machine without a socket: each event moves it, and the action it answers
+/// says what the session must do.
+@Suite struct SessionMachineTests {
+    static let pin = "spki-sha256:kBQGSGfznkVIdbhVncSBp6O/buiORHazf74OhcSQKZE="
+    static let snapshot: PolicySnapshot = {
+        let yaml = """
+            version: 1
+            proxy: { allowed_ports: [443], deny_destinations: [link-local], dns: { nameservers: [], hosts_file: none } }
+            defaults: { unpinned: allow, require_backup: off }
+            resolve:
+              api.example.test: 127.0.0.5
+              denied.example.test: 169.254.0.9
+            rules:
+              - host: api.example.test
+                pins: ["\(pin)"]
+              - host: open.example.test
+                mode: unpinned
+            """
+        let policy = try! PolicyLoader.load(yaml: yaml, source: "test.yaml", pinFiles: nil)
+        return try! PolicySnapshot(policy: policy, systemStore: TrustStore.system())
+    }()
+    static let client = SocketAddress.parse("127.0.0.1:40000")!
+
+    func machine(ownAddress: String? = nil) -> SessionMachine {
+        SessionMachine(conn: 7, client: Self.client) { $0.description == ownAddress }
+    }
+
+    func authority(_ text: String) -> Authority { try! Authority.parse(text).get() }
+
+    func parsed(_ m: inout SessionMachine, _ target: String, available: Bool = true, stopping: Bool = false) -> SessionMachine.Action {
+        m.requestParsed(authority(target), snapshot: Self.snapshot, stopping: stopping, tunnelAvailable: available)
+    }
+
+    @Test func aPinnedNameIsResolvedFromTheMapAndProbed() {
+        var m = machine()
+        guard case .probe(let key) = parsed(&m, "api.example.test:443") else { Issue.record("expected a probe"); return }
+        #expect(key.serverName == "api.example.test" && key.port == 443 && key.addresses.map(\.description) == ["127.0.0.5"])
+        #expect(m.holdsTunnelSlot)
+        guard case .probing(let admitted) = m.state else { Issue.record("\(m.state)"); return }
+        #expect(admitted.rule?.line == 8 && admitted.unpinned == nil)
+    }
+
+    @Test func anUnpinnedRuleConnectsWithoutAProbe() {
+        var m = machine()
+        guard case .lookUp("open.example.test") = parsed(&m, "open.example.test:443") else { Issue.record("expected a lookup"); return }
+        guard case .connect(let addresses) = m.resolved(.success([IPAddress("127.0.0.9")!])) else { Issue.record("expected a connect"); return }
+        #expect(addresses.map(\.description) == ["127.0.0.9"])
+        guard case .open(let record) = m.connected(to: SocketAddress.parse("127.0.0.9:443")!) else { Issue.record("expected open"); return }
+        #expect(record.verdict == .unpinned(.ruleUnpinned) && record.address?.description == "127.0.0.9:443")
+        guard case .close(.relay(.finished), openedTunnel: true) = m.ended(.relay(.finished)) else { Issue.record("expected close"); return }
+        #expect(!m.holdsTunnelSlot)
+        guard case .none = m.ended(.clientClosed) else { Issue.record("a second end must do nothing"); return }
+    }
+
+    /// The policy decides before the tunnel cap: a refused port is a 403 even at the cap, and only
+    /// an admitted CONNECT meets the cap (503).
+    @Test func thePolicyComesBeforeTheCap() {
+        var a = machine()
+        guard case .refuse(let refusal, let record) = parsed(&a, "api.example.test:22", available: false) else { Issue.record("expected a refusal"); return }
+        #expect(refusal.status == 403 && refusal.reason == "port_not_allowed" && record.verdict == .refused(.portNotAllowed))
+        var b = machine()
+        guard case .refuse(let capped, _) = parsed(&b, "api.example.test:443", available: false) else { Issue.record("expected a refusal"); return }
+        #expect(capped.status == 503 && capped.reason == "connection_limit_reached")
+        #expect(!a.holdsTunnelSlot && !b.holdsTunnelSlot)
+    }
+
+    @Test(arguments: [
+        ("169.254.0.1:443", false, "destination_ip_prohibited"),
+        ("denied.example.test:443", false, "destination_ip_prohibited"),
+        ("api.example.test:443", true, "shutting_down"),
+    ])
+    func refusalsBeforeAnyProbe(target: String, stopping: Bool, reason: String) {
+        var m = machine()
+        guard case .refuse(let refusal, _) = parsed(&m, target, stopping: stopping) else { Issue.record("expected a refusal"); return }
+        #expect(refusal.reason == reason)
+        guard case .lingering = m.state else { Issue.record("\(m.state)"); return }
+    }
+
+    @Test func aConnectToPinproxyItselfIsALoop() {
+        var m = machine(ownAddress: "127.0.0.5:443")
+        guard case .refuse(let refusal, _) = parsed(&m, "api.example.test:443") else { Issue.record("expected a refusal"); return }
+        #expect(refusal.reason == "proxy_loop_detected")
+    }
+
+    @Test func dnsFailuresAndTimeoutsRefuse() {
+        var failed = machine()
+        _ = parsed(&failed, "other.example.test:443")
+        guard case .refuse(let refusal, _) = failed.resolved(.failure(.notFound("NXDOMAIN"))) else { Issue.record("expected a refusal"); return }
+        #expect(refusal.reason == "dns_error" && refusal.detail == "other.example.test did not resolve: NXDOMAIN")
+        var slow = machine()
+        _ = parsed(&slow, "other.example.test:443")
+        guard case .refuse(let timeout, _) = slow.resolveTimedOut() else { Issue.record("expected a refusal"); return }
+        #expect(timeout.reason == "dns_timeout" && timeout.status == 504)
+    }
+
+    @Test func aFailedProbeRefusesWithWhatItSaw() {
+        var m = machine()
+        _ = parsed(&m, "api.example.test:443")
+        let failed = ProbeResult(outcome: .failed(.probeTimeout), address: SocketAddress.parse("127.0.0.5:443"), tlsVersion: "")
+        guard case .refuse(let refusal, let record) = m.probed(failed, at: Date(), debugBypassEnabled: false) else { Issue.record("expected a refusal"); return }
+        #expect(refusal.reason == "probe_timeout" && record.address?.description == "127.0.0.5:443" && record.rule?.line == 8)
+        #expect(!m.holdsTunnelSlot)
+    }
+
+    @Test func aHangUpBeforeTheDecisionClosesWithoutATunnel() {
+        var m = machine()
+        _ = parsed(&m, "api.example.test:443")
+        guard case .close(.clientClosed, openedTunnel: false) = m.ended(.clientClosed) else { Issue.record("expected close"); return }
+        guard case .closed = m.state else { Issue.record("\(m.state)"); return }
+    }
+
+    @Test func aBadRequestIsRejectedAndLingers() {
+        var m = machine()
+        guard case .reject(let refusal, _) = m.requestRejected(.headerTimeout) else { Issue.record("expected a rejection"); return }
+        #expect(refusal.status == 408)
+        m.lingered()
+        guard case .closed = m.state else { Issue.record("\(m.state)"); return }
+    }
+
+    /// Impossible transitions trap: a probe result for a session that never probed is a bug.
+    @Test func anImpossibleTransitionTraps() async {
+        await #expect(processExitsWith: .failure) {
+            var m = SessionMachine(conn: 1, client: SocketAddress.parse("127.0.0.1:1")!) { _ in false }
+            _ = m.connected(to: SocketAddress.parse("127.0.0.1:2")!)
+        }
+    }
+}
