@@ -164,8 +164,8 @@ public enum LogFormatChoice: String, Sendable {
 enum LogKeys {
     static let order = [
         "source", "listen", "accepted", "active_sessions", "tunnels", "allowed", "refused", "bypassed", "unpinned_total",
-        "rejected", "closed", "conn", "client", "host", "port", "address", "sni", "tls", "key_proof", "rule", "rule_line", "mode", "trust",
-        "verdict", "reason", "would_refuse", "bypass", "bypass_until", "status", "detail", "pin", "pin_label",
+        "rejected", "closed", "conn", "client", "host", "port", "address", "sni", "tls", "probe_tls", "key_proof", "rule", "rule_line", "mode", "trust",
+        "verdict", "reason", "stage", "would_refuse", "bypass", "bypass_until", "status", "detail", "pin", "pin_label",
         "pin_at", "pin_position", "denylisted_pin", "leaf_subject", "leaf_issuer", "leaf_not_after",
         "bytes_up", "bytes_down", "duration_ms", "verify", "close_reason", "chain", "expected", "hint",
     ]

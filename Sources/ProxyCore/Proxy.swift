@@ -41,6 +41,10 @@ public final class Proxy {
             switch end {
             case .rejected: rejected += 1
             case .refused: refused += 1
+            case .streamRefused(_, let tunnel):
+                refused += 1
+                bytesUp += tunnel.bytesUp
+                bytesDown += tunnel.bytesDown
             case .closed(_, let tunnel):
                 closed += 1
                 bytesUp += tunnel.bytesUp
@@ -374,6 +378,22 @@ public final class Proxy {
                 expiryReported[line] = Date()
             }
             logger.emit(SessionLog.warning(warning, record: record))
+        }
+    }
+
+    /// Resumable TLS 1.2 sessions the stream check saw verified.
+    let resumptions = ResumptionLedger()
+
+    /// What the stream check notes while a tunnel runs: a would-refuse let through, a TLS version
+    /// other than the probe's.
+    func logStreamNote(_ note: StreamCheck.Note, record: DecisionRecord) {
+        switch note {
+        case .overlooked(let overlooked):
+            logger.emit(SessionLog.overlooked(overlooked, record: record))
+        case .negotiated(let version):
+            if !record.tlsVersion.isEmpty && version != record.tlsVersion {
+                logger.emit(SessionLog.versionChanged(to: version, record: record))
+            }
         }
     }
 

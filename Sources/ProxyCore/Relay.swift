@@ -18,6 +18,8 @@ enum RelayEnd: Equatable, Sendable {
     case failed(TunnelSide)
     /// Nothing moved either way for `idle_timeout`.
     case idle
+    /// The stream check closed it.
+    case refused(StreamRefusal)
 }
 
 /// A socket bufferevent, owned: `deinit` frees it (and, `BEV_OPT_CLOSE_ON_FREE`, closes its socket),
@@ -75,6 +77,10 @@ final class Relay {
         var sentEOF = false
         /// We shut down our write half towards this side.
         var shutDown = false
+        /// The stream check still looks at what this side sends.
+        var inspected: Bool
+        /// How many of the bytes waiting in this side's input the check has seen.
+        var shown = 0
     }
 
     private var client: Side
@@ -84,15 +90,19 @@ final class Relay {
     private var idleTimer: Timer?
     private let loop: EventLoop
     private var onEnd: ((RelayEnd) -> Void)?
+    /// The one hook where bytes move: the stream check sees each side's first flights.
+    let check: StreamCheck?
 
     /// Bytes from the client to the upstream, and back.
     var bytesUp: Int { client.bytes }
     var bytesDown: Int { upstream.bytes }
 
-    init(loop: EventLoop, client: BufferEvent, upstream: BufferEvent, idleTimeout: Double, onEnd: @escaping (RelayEnd) -> Void) {
+    init(loop: EventLoop, client: BufferEvent, upstream: BufferEvent, idleTimeout: Double, check: StreamCheck?,
+         onEnd: @escaping (RelayEnd) -> Void) {
         self.loop = loop
-        self.client = Side(bev: client)
-        self.upstream = Side(bev: upstream)
+        self.check = check
+        self.client = Side(bev: client, inspected: check != nil)
+        self.upstream = Side(bev: upstream, inspected: check != nil)
         self.idleTimeout = idleTimeout
         self.onEnd = onEnd
     }
@@ -123,11 +133,31 @@ final class Relay {
     fileprivate func side(of bev: OpaquePointer) -> TunnelSide { bev == client.bev.ref ? .client : .upstream }
 
     /// Moves what `from` sent to the other side; when the other side has too much queued, stops
-    /// reading `from` until it drains.
+    /// reading `from` until it drains. While the stream check looks at a side, its new bytes are
+    /// shown to the check first, and stay in the input buffer while it holds them (its reader's
+    /// limit bounds how much).
     private func move(from: TunnelSide) {
         let source = self[from].bev, sink = self[from.other].bev
         let count = evbuffer_get_length(source.input)
         guard count > 0 else { return }
+        if self[from].inspected, let check, count > self[from].shown {
+            guard let bytes = evbuffer_pullup(source.input, count) else { return }
+            let fresh = UnsafeRawBufferPointer(start: bytes + self[from].shown, count: count - self[from].shown)
+            self[from].shown = count
+            switch check.inspect(from, fresh) {
+            case .hold:
+                lastActivity = .now
+                return
+            case .release:
+                break
+            case .done:
+                self[from].inspected = false
+            case .refuse(let refusal):
+                if refusal.alertClient { alertClient() }
+                return end(.refused(refusal))
+            }
+        }
+        self[from].shown = 0
         self[from].bytes += count
         lastActivity = .now
         Self.copy(from: source.input, to: sink.output)
@@ -199,6 +229,17 @@ final class Relay {
         idleTimer = Timer(loop: loop, after: max(0.05, remaining)) { [unowned self] in
             if (ContinuousClock.now - lastActivity).seconds >= idleTimeout { end(.idle) } else { armIdleTimer() }
         }
+    }
+
+    /// A fatal `bad_certificate` alert in clear (RFC 5246 §7.2), written now: the client learns its
+    /// handshake failed instead of seeing a bare close. The held server bytes never reach it.
+    /// Straight to the socket: a bufferevent freezes the start of its output buffer, so nothing but
+    /// the bufferevent may drain it, and the session frees it right after this. The output is empty
+    /// here (the client has sent its hello, so it read our 200); if it is not, the alert is skipped.
+    private func alertClient() {
+        let alert: [UInt8] = [21, 3, 3, 0, 2, 2, 42]  // alert, TLS 1.2 record, length 2, fatal, bad_certificate
+        guard evbuffer_get_length(client.bev.output) == 0 else { return }
+        _ = alert.withUnsafeBytes { send(client.bev.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     }
 
     private func end(_ how: RelayEnd) {

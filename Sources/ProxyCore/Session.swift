@@ -170,7 +170,12 @@ final class Session {
         case .close(let reason, let openedTunnel):
             var relay: Relay?
             if case .relaying(let r, _) = previous { relay = r }
-            proxy.log(.closed(reason, closeRecord(openedTunnel: openedTunnel, relay: relay)))
+            let closed = closeRecord(openedTunnel: openedTunnel, relay: relay)
+            if case .relay(.refused(let refusal)) = reason {
+                proxy.log(.streamRefused(refusal, closed))
+            } else {
+                proxy.log(.closed(reason, closed))
+            }
             release()
         }
     }
@@ -206,7 +211,13 @@ final class Session {
         evbuffer_add(clientSide.output, established, established.count)
         opened = (record, .now)
         proxy.logDecision(record)
-        let relay = Relay(loop: proxy.loop, client: clientSide, upstream: upstream, idleTimeout: settings.idleTimeout) { [unowned self] end in
+        let check = machine.admitted.map { admitted in
+            StreamCheck(StreamCheck.Context(authority: admitted.authority, snapshot: admitted.snapshot, rule: admitted.rule,
+                                            pinned: record.validation != nil, debugBypassEnabled: proxy.debugBypassEnabled),
+                        ledger: proxy.resumptions)
+        }
+        check?.notify = { [unowned self] note in proxy.logStreamNote(note, record: record) }
+        let relay = Relay(loop: proxy.loop, client: clientSide, upstream: upstream, idleTimeout: settings.idleTimeout, check: check) { [unowned self] end in
             finish(.relay(end))
         }
         var bypassEnd: Timer?
@@ -223,7 +234,7 @@ final class Session {
         let record = opened?.record ?? machine.admitted.map { DecisionRecord(conn: id, client: client, admitted: $0, judgement: nil) }
             ?? DecisionRecord(conn: id, client: client)
         return ClosedTunnel(record: record, openedTunnel: openedTunnel, bytesUp: bytes.up, bytesDown: bytes.down,
-                            duration: ContinuousClock.now - (opened?.at ?? acceptedAt))
+                            duration: ContinuousClock.now - (opened?.at ?? acceptedAt), check: relay?.check)
     }
 
     /// Writes the refusal, then a lingering close: half-close our side once it is flushed and
@@ -259,6 +270,8 @@ struct ClosedTunnel {
     let bytesUp: Int
     let bytesDown: Int
     let duration: Duration
+    /// The tunnel's stream check, when it had one: how it was verified, the TLS it negotiated.
+    let check: StreamCheck?
 }
 
 extension Duration {

@@ -12,6 +12,8 @@ enum SessionEnd {
     case refused(Refusal, DecisionRecord)
     /// A tunnel (or a request before its decision) closed: `tunnel_closed`.
     case closed(CloseReason, ClosedTunnel)
+    /// The stream check closed an open tunnel: `tunnel_refused` with `stage=stream`.
+    case streamRefused(StreamRefusal, ClosedTunnel)
 }
 
 enum SessionLog {
@@ -70,9 +72,67 @@ enum SessionLog {
                 ("bytes_up", .int(closed.bytesUp)), ("bytes_down", .int(closed.bytesDown)),
                 ("duration_ms", .int(Int(closed.duration.seconds * 1000))),
             ]
-            if closed.openedTunnel { r["verify"] = .string(s.validation == nil ? "none" : "probe-only") }
+            if closed.openedTunnel { r["verify"] = .string(verification(closed).rawValue) }
+            tunnelVersion(closed, into: &r)
             r["close_reason"] = .string(closed.openedTunnel ? reason.code : "\(reason.code)_before_decision")
             return r
+        case .streamRefused(let refusal, let closed):
+            var s = closed.record
+            if let judged = closed.check?.judgement {
+                s.validation = judged.validation
+                s.evaluation = judged.evaluation
+            }
+            var r = LogRecord(.warning, "tunnel_refused", identity(s) + ruleFields(s) + [
+                ("verdict", .string("refused")), ("reason", .string(refusal.reason.code)), ("stage", .string("stream")),
+                ("detail", .string(refusal.detail)), ("bytes_up", .int(closed.bytesUp)), ("bytes_down", .int(closed.bytesDown)),
+                ("duration_ms", .int(Int(closed.duration.seconds * 1000))),
+            ])
+            tunnelVersion(closed, into: &r)
+            if let pin = s.evaluation?.denylisted { r["denylisted_pin"] = .string(pin.description) }
+            r.fields += chainFields(s) + expectedFields(s)
+            r["hint"] = .string(streamHint(refusal.reason, s))
+            return r
+        }
+    }
+
+    /// A stream-check refusal that report mode or a debug bypass let through.
+    static func overlooked(_ overlooked: StreamCheck.Overlooked, record s: DecisionRecord) -> LogRecord {
+        var r = LogRecord(.warning, "tunnel_warning", identity(s) + ruleFields(s))
+        r.fields += [("reason", .string(overlooked.reason.code)), ("stage", .string("stream")), ("would_refuse", .bool(true)),
+                     ("bypass", .string(overlooked.basis.code)), ("detail", .string(overlooked.detail))]
+        return r
+    }
+
+    /// The tunnel's server negotiated another TLS version than the probe's: a downgrade, or another server.
+    static func versionChanged(to version: String, record s: DecisionRecord) -> LogRecord {
+        var r = LogRecord(.warning, "tunnel_warning", identity(s) + ruleFields(s))
+        r["tls"] = .string(version)
+        r.fields += [("probe_tls", .string(s.tlsVersion)), ("reason", .string("tls_version_changed")), ("stage", .string("stream")),
+                     ("detail", .string("the tunnel negotiated \(version), the probe \(s.tlsVersion): a downgrade or a different server"))]
+        return r
+    }
+
+    private static func verification(_ closed: ClosedTunnel) -> Verification {
+        if case .bypassed? = closed.record.verdict { return .bypass }
+        if let check = closed.check { return check.verification }
+        return closed.record.validation == nil ? .unpinned : .probeOnly
+    }
+
+    /// The TLS version the tunnel itself negotiated, and the probe's when they differ.
+    private static func tunnelVersion(_ closed: ClosedTunnel, into r: inout LogRecord) {
+        guard let version = closed.check?.tunnelVersion else { return }
+        let probe = closed.record.tlsVersion
+        r["tls"] = .string(version)
+        if !probe.isEmpty && probe != version { r["probe_tls"] = .string(probe) }
+    }
+
+    private static func streamHint(_ reason: StreamReason, _ s: DecisionRecord) -> String {
+        switch reason {
+        case .policy(let policy): return hint(.policy(policy), s) + "; the probe's chain passed, the tunnel's did not: someone may be intercepting this client's connections only"
+        case .notTLS: return "a pinned tunnel carries only TLS; the client (or the server) sent something else"
+        case .sniMismatch: return "the client asked the server for another name than it asked pinproxy for; tunnel to that name instead"
+        case .unverifiedResumption: return "the client resumed a TLS session made without pinproxy; it will make a full handshake through pinproxy once it forgets that session"
+        case .malformedTLS: return "the TLS handshake in the tunnel does not parse; a broken peer or an attack"
         }
     }
 

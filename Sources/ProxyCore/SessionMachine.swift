@@ -39,6 +39,7 @@ enum CloseReason: Equatable, Sendable {
         case .clientError: return "client_error"
         case .shutdown: return "shutdown"
         case .debugBypassExpired: return "debug_bypass_expired"
+        case .relay(.refused(let refusal)): return refusal.reason.code
         }
     }
 }

@@ -9,7 +9,7 @@ import TestSupport
         #expect(try curl(proxy: allow.port, host: "api.pinproxy.test", port: server.port).body == "hello from free\n")
         let line = try #require(allow.waitFor("tunnel_unpinned"))
         #expect(line["reason"] == "no_rule" && line["address"] == "127.0.0.1" && line["tls"] == nil)
-        #expect(allow.waitFor("tunnel_closed")?["verify"] == "none")
+        #expect(allow.waitFor("tunnel_closed")?["verify"] == "unpinned")
         #expect(allow.events("tunnel_allowed").isEmpty)  // no probe happened
 
         let deny = try ProxyProcess(config: policy(ports: [server.port], unpinned: "deny"))

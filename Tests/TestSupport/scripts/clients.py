@@ -7,6 +7,10 @@
                                        reset without reading (SO_LINGER 0); prints 'DONE <n>'
   clients.py stalls N URL CAFILE SECONDS
                                        N stalled tunnels at once (threads); prints 'STALLED <n>'
+  clients.py sni PROXYPORT TARGET SNI CAFILE [SEND]
+                                       CONNECT TARGET, then TLS with server_hostname=SNI (or, with
+                                       SEND=plain, a cleartext GET); prints 'OK <status line>',
+                                       'CLOSED' or 'ERROR <reason>'
   clients.py stall URL CAFILE SECONDS  opens the tunnel, sends a GET, reads 1 KiB, then stops
                                        reading for SECONDS; prints 'STALLED <bytes read>'
 """
@@ -57,7 +61,37 @@ def resets(n, proxy_port, target):
         done += 1
     print("DONE", done)
 
-if sys.argv[1] == "stalls":
+def sni(proxy_port, target, name, cafile, send):
+    raw = socket.create_connection(("127.0.0.1", proxy_port), timeout=10)
+    raw.sendall(b"CONNECT %s HTTP/1.1\r\n\r\n" % target.encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = raw.recv(1)
+        if not chunk: return "ERROR proxy closed"
+        head += chunk
+    if not head.startswith(b"HTTP/1.1 200"):
+        return "ERROR " + head.split(b"\r\n")[0].decode()
+    try:
+        if send == "plain":
+            raw.sendall(b"GET / HTTP/1.1\r\nHost: %s\r\n\r\n" % name.encode())
+            data = raw.recv(4096)
+            return ("OK " + data.split(b"\r\n")[0].decode()) if data else "CLOSED"
+        ctx = ssl.create_default_context(cafile=cafile)
+        ctx.check_hostname = False   # the point is to send another name; pinproxy must refuse it
+        tls = ctx.wrap_socket(raw, server_hostname=name)
+        tls.sendall(b"GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % name.encode())
+        data = b""
+        while True:
+            chunk = tls.recv(4096)
+            if not chunk: break
+            data += chunk
+        return "OK " + data.decode(errors="replace").split("\r\n\r\n", 1)[-1].strip()
+    except (ssl.SSLError, OSError) as e:
+        return "CLOSED" if isinstance(e, (ssl.SSLEOFError, ConnectionResetError)) or "EOF" in str(e) else "ERROR %s" % e
+
+if sys.argv[1] == "sni":
+    print(sni(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6] if len(sys.argv) > 6 else "tls"))
+elif sys.argv[1] == "stalls":
     def one(_):
         try: return stall(sys.argv[3], sys.argv[4], float(sys.argv[5]))
         except Exception as e: return "ERROR %s" % e

@@ -8,6 +8,9 @@ or rst) instead of passing on the proof of key (TLS 1.3 CertificateVerify; TLS 1
 ServerKeyExchange). To the client this is exactly a server that replays a public chain it cannot
 sign for.
 
+With --abort none, the first connection is relayed to --genuine whole (its key proved): the
+selective attacker of the stream-check tests, whose probe passes and whose tunnel meets --then.
+
 With --then PORT, only the first connection is treated so; every later one is relayed untouched to
 PORT (a rogue server): the on-path attacker who lets the probe "see" the genuine chain and
 intercepts the tunnel.
@@ -22,7 +25,7 @@ import argparse, os, socket, struct, sys, threading
 p = argparse.ArgumentParser()
 p.add_argument("--genuine", type=int, required=True)
 p.add_argument("--then", type=int, default=0)
-p.add_argument("--abort", choices=["alert", "fin", "rst"], default="fin")
+p.add_argument("--abort", choices=["alert", "fin", "rst", "none"], default="fin")
 a = p.parse_args()
 
 srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -141,7 +144,9 @@ def handle(client):
         with first:
             replay = a.then == 0 or not served_first[0]
             served_first[0] = True
-        if replay:
+        if replay and a.abort == "none":
+            passthrough(client, a.genuine)   # the probe gets the genuine server, whole
+        elif replay:
             replay_without_key(client)
         else:
             passthrough(client, a.then)

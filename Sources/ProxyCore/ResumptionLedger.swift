@@ -1,0 +1,58 @@
+import Foundation
+
+/// The TLS 1.2 sessions pinproxy saw verified: a session id or ticket from a full handshake whose
+/// Certificate the stream check judged, for one host and port. A resumed handshake carries no
+/// Certificate, so it is allowed only when what it resumes is here (RFC 5246 §7.3, RFC 5077 §3.4);
+/// a session made directly with a rogue server is not. Bounded in entries (the oldest goes first)
+/// and in time; one per worker loop, shared by its tunnels.
+final class ResumptionLedger {
+    /// What a client offers to resume.
+    enum Credential: Hashable {
+        case sessionID([UInt8])
+        case ticket([UInt8])
+    }
+
+    private struct Key: Hashable {
+        let host: String
+        let port: UInt16
+        let credential: Credential
+    }
+
+    let capacity: Int
+    let lifetime: Duration
+    private var entries: [Key: ContinuousClock.Instant] = [:]
+    /// Insertion order, for evicting the oldest; may hold keys already removed.
+    private var order: [Key] = []
+
+    init(capacity: Int = 10_000, lifetime: Duration = .seconds(24 * 3600)) {
+        self.capacity = capacity
+        self.lifetime = lifetime
+    }
+
+    var count: Int { entries.count }
+
+    /// Records a credential a verified full handshake issued.
+    func record(_ credential: Credential, host: String, port: UInt16, at now: ContinuousClock.Instant) {
+        guard !isEmpty(credential) else { return }
+        let key = Key(host: host, port: port, credential: credential)
+        if entries.updateValue(now + lifetime, forKey: key) == nil { order.append(key) }
+        while entries.count > capacity, !order.isEmpty {
+            entries.removeValue(forKey: order.removeFirst())
+        }
+        if order.count > 2 * capacity { order = order.filter { entries[$0] != nil } }  // keep the order list bounded too
+    }
+
+    /// Whether one of these credentials was recorded for this host and port and has not expired.
+    func contains(any credentials: [Credential], host: String, port: UInt16, at now: ContinuousClock.Instant) -> Bool {
+        credentials.contains { credential in
+            guard !isEmpty(credential), let expiry = entries[Key(host: host, port: port, credential: credential)] else { return false }
+            return now < expiry
+        }
+    }
+
+    private func isEmpty(_ credential: Credential) -> Bool {
+        switch credential {
+        case .sessionID(let bytes), .ticket(let bytes): return bytes.isEmpty
+        }
+    }
+}

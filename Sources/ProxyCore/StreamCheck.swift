@@ -1,0 +1,282 @@
+import Foundation
+import PinPolicy
+import TLSInspection
+
+/// How a tunnel was verified: the `verify` key of its close line.
+enum Verification: String, Sendable {
+    /// The probe's chain, and the chain the client itself received (TLS ≤ 1.2), or a resumption of
+    /// a session whose chain was so verified.
+    case probeAndStream = "probe+stream"
+    /// The probe's chain only: TLS 1.3 encrypts the client's.
+    case probeOnly = "probe-only"
+    /// A debug bypass or report mode let it through.
+    case bypass
+    /// No rule pins the host.
+    case unpinned
+}
+
+/// Why the stream check closes a tunnel.
+enum StreamReason: Equatable, Sendable {
+    /// The client's first bytes are not a TLS ClientHello (a pinned tunnel carries only TLS).
+    case notTLS
+    /// The ClientHello names another host than the CONNECT, or one another enforced rule pins.
+    case sniMismatch
+    /// A TLS 1.2 resumption of a session pinproxy never saw verified.
+    case unverifiedResumption
+    /// The TLS the peers exchanged does not parse (or exceeds the reader's limits).
+    case malformedTLS
+    /// The chain the server sent in the tunnel fails the rule, as a probe's would.
+    case policy(RefusalReason)
+
+    var code: String {
+        switch self {
+        case .notTLS: return "not_tls"
+        case .sniMismatch: return "sni_mismatch"
+        case .unverifiedResumption: return "unverified_resumption"
+        case .malformedTLS: return "tls_protocol_error"
+        case .policy(let reason): return reason.rawValue
+        }
+    }
+}
+
+/// A stream refusal with its evidence.
+struct StreamRefusal: Equatable, Sendable {
+    let reason: StreamReason
+    let detail: String
+    /// Send the client a fatal `bad_certificate` alert before closing (a judged chain).
+    var alertClient = false
+}
+
+/// What the relay's hook does with the bytes one side sent.
+enum Inspection: Equatable {
+    /// Keep them, and what follows, until there is a decision.
+    case hold
+    /// Pass on everything held, and keep showing new bytes.
+    case release
+    /// Pass on everything held; this side needs no more looking at.
+    case done
+    /// Close both sides.
+    case refuse(StreamRefusal)
+}
+
+/// The stream check (DESIGN step 7): reads the first flights of a tunnel as they cross the relay and
+/// checks the connection the client really uses — not the probe's.
+///
+/// - Every tunnel: an SNI that selects another enforced rule than the CONNECT's is closed.
+/// - Pinned tunnels: the client's first bytes must be a ClientHello whose SNI is the CONNECT host
+///   (none only for IP literals); on TLS ≤ 1.2 the server's bytes are held until its Certificate is
+///   complete and that chain is judged exactly as the probe's was (same snapshot, rule, trust,
+///   hostname); a resumption (no Certificate) must resume a session seen verified; TLS 1.3 is
+///   relayed after its ServerHello (`probe-only`).
+/// - `mode: report` and an active debug bypass turn a refusal into a warning; the deny list never.
+final class StreamCheck {
+    struct Context {
+        let authority: Authority
+        let snapshot: PolicySnapshot
+        let rule: Rule?
+        /// Whether the CONNECT was judged on a probe's chain (false: unpinned).
+        let pinned: Bool
+        let debugBypassEnabled: Bool
+    }
+
+    /// A would-refuse that report mode or a debug bypass let through: logged as a warning.
+    struct Overlooked: Equatable {
+        let reason: StreamReason
+        let detail: String
+        let basis: BypassBasis
+    }
+
+    /// What the session logs as it happens: a would-refuse let through, the tunnel's TLS version.
+    enum Note {
+        case overlooked(Overlooked)
+        case negotiated(version: String)
+    }
+
+    private let context: Context
+    private let ledger: ResumptionLedger
+    /// Called as notes arise (set by the session).
+    var notify: ((Note) -> Void)?
+    private var clientReader = ClientFlightReader()
+    private var serverReader = ServerFlightReader()
+    private var clientHello: ClientHello?
+    private var serverHello: ServerHello?
+    private var certificateJudged = false
+    private var resumed = false
+
+    /// How the tunnel was verified so far.
+    private(set) var verification: Verification
+    /// The chain the stream check judged, for the log lines.
+    private(set) var judgement: (validation: ChainValidation, evaluation: Evaluation)?
+    /// A would-refuse let through, for the warning line.
+    private(set) var overlooked: Overlooked?
+
+    init(_ context: Context, ledger: ResumptionLedger) {
+        self.context = context
+        self.ledger = ledger
+        verification = context.pinned ? .probeOnly : .unpinned
+    }
+
+    /// The TLS version the tunnel's ServerHello negotiated (`TLSv1.2`), once seen.
+    var tunnelVersion: String? {
+        guard let version = serverHello?.version else { return nil }
+        switch version {
+        case 0x0304: return "TLSv1.3"
+        case 0x0303: return "TLSv1.2"
+        case 0x0302: return "TLSv1.1"
+        case 0x0301: return "TLSv1"
+        default: return String(format: "0x%04x", version)
+        }
+    }
+
+    func inspect(_ side: TunnelSide, _ bytes: UnsafeRawBufferPointer, at now: Date = Date()) -> Inspection {
+        side == .client ? client(bytes, now) : server(bytes, now)
+    }
+
+    // MARK: client → server
+
+    private func client(_ bytes: UnsafeRawBufferPointer, _ now: Date) -> Inspection {
+        let hello: ClientHello
+        do {
+            guard let complete = try clientReader.feed(bytes) else { return .hold }
+            hello = complete
+        } catch {
+            // An unpinned tunnel may carry anything; a pinned one only TLS.
+            guard context.pinned else { return .done }
+            if case .notTLS = error { return refuse(.notTLS, "the client's first bytes in the tunnel are not a TLS ClientHello", now) }
+            return refuse(.malformedTLS, "the client's ClientHello does not parse: \(error)", now)
+        }
+        clientHello = hello
+        if let (reason, detail) = sniProblem(hello) { return refuse(reason, detail, now) }
+        return .done
+    }
+
+    /// An SNI must not reach another enforced rule's host through this tunnel; a pinned CONNECT
+    /// to a name must carry exactly that name.
+    private func sniProblem(_ hello: ClientHello) -> (StreamReason, String)? {
+        let target = context.authority.target
+        guard let sent = hello.serverName else {
+            if context.pinned, case .name(let name) = target { return (.sniMismatch, "the ClientHello names no server, the CONNECT was for \(name)") }
+            return nil
+        }
+        guard case .success(let name) = HostName.normalize(sent) else {
+            return (.sniMismatch, "the ClientHello's server name \(jsonString(sent)) is not a valid host name")
+        }
+        if context.pinned, case .name(let connected) = target, name != connected {
+            return (.sniMismatch, "the ClientHello names \(name), the CONNECT was for \(connected)")
+        }
+        let sniRule = context.snapshot.policy.rule(for: Authority(target: .name(name), port: context.authority.port))
+        if let sniRule, sniRule.mode != .unpinned, sniRule != context.rule {
+            return (.sniMismatch, "the ClientHello names \(name), which the rule at line \(sniRule.line) pins, inside a tunnel to \(target)")
+        }
+        return nil
+    }
+
+    // MARK: server → client
+
+    private func server(_ bytes: UnsafeRawBufferPointer, _ now: Date) -> Inspection {
+        // Unpinned, or the client side was already let through by report mode or a bypass.
+        guard context.pinned, overlooked == nil || certificateJudged else { return .done }
+        let events: [ServerFlightEvent]
+        do {
+            events = try serverReader.feed(bytes)
+        } catch {
+            if case .notTLS = error { return refuse(.notTLS, "the server's first bytes in the tunnel are not TLS", now) }
+            return refuse(.malformedTLS, "the server's first flight does not parse: \(error)", now)
+        }
+        for event in events {
+            switch event {
+            case .serverHello(let hello):
+                guard clientHello != nil else { return refuse(.malformedTLS, "the server sent a ServerHello before the client's hello", now) }
+                if hello.isHelloRetryRequest { continue }
+                serverHello = hello
+                if let version = tunnelVersion { notify?(.negotiated(version: version)) }
+                if hello.version >= 0x0304 {
+                    verification = .probeOnly  // TLS 1.3: the Certificate is encrypted
+                    return .done
+                }
+            case .certificate(let ders):
+                guard serverHello != nil, !certificateJudged else { return refuse(.malformedTLS, "a Certificate out of order", now) }
+                if let refusal = judge(ders, now) { return refusal }
+            case .newSessionTicket(let ticket):
+                if let decided = decideResumptionIfNeeded(now) { return decided }
+                if overlooked == nil {  // only a verified session's tickets count
+                    ledger.record(.ticket(ticket), host: context.authority.target.description, port: context.authority.port, at: .now)
+                }
+            case .otherHandshake:
+                break
+            case .changeCipherSpec, .encrypted:
+                return decideResumptionIfNeeded(now) ?? .done
+            }
+        }
+        return certificateJudged || resumed ? .release : .hold
+    }
+
+    /// The chain the client is about to receive, judged like the probe's.
+    private func judge(_ ders: [[UInt8]], _ now: Date) -> Inspection? {
+        guard let rule = context.rule else { return refuse(.malformedTLS, "no rule to judge the chain by", now) }
+        var presented: [Certificate] = []
+        for der in ders {
+            guard let certificate = try? Certificate.load(der).first else {
+                return refuse(.malformedTLS, "a certificate in the server's Certificate message does not parse", now)
+            }
+            presented.append(certificate)
+        }
+        let (validation, evaluation) = context.snapshot.judge(presented, target: context.authority.target, rule: rule, at: now,
+                                                              debugBypassEnabled: context.debugBypassEnabled)
+        judgement = (validation, evaluation)
+        certificateJudged = true
+        switch evaluation.verdict {
+        case .refused(let reason):
+            var refusal = StreamRefusal(reason: .policy(reason), detail: "the chain the server sent in the tunnel fails the rule: \(evaluation.chainFailure?.detail ?? reason.rawValue)")
+            refusal.alertClient = true
+            return .refuse(refusal)
+        case .bypassed(let reason, let basis):
+            let note = Overlooked(reason: .policy(reason), detail: "the chain the server sent in the tunnel fails the rule", basis: basis)
+            overlooked = note
+            verification = .bypass
+            notify?(.overlooked(note))
+        case .allowed, .unpinned:
+            verification = .probeAndStream
+        }
+        if let id = serverHello?.sessionID {
+            ledger.record(.sessionID(id), host: context.authority.target.description, port: context.authority.port, at: .now)
+        }
+        return nil
+    }
+
+    /// A TLS ≤ 1.2 server that goes on without a Certificate is resuming a session: allowed only when
+    /// what the client offered to resume is in the ledger. Nil when it is verified (or there was a
+    /// Certificate); otherwise the refusal, or `.done` when report mode or a bypass let it through.
+    private func decideResumptionIfNeeded(_ now: Date) -> Inspection? {
+        if certificateJudged || resumed { return nil }
+        guard let serverHello, let clientHello else { return refuse(.malformedTLS, "the server went on without a ServerHello", now) }
+        var offered: [ResumptionLedger.Credential] = []
+        if !clientHello.sessionID.isEmpty && serverHello.sessionID == clientHello.sessionID { offered.append(.sessionID(clientHello.sessionID)) }
+        if let ticket = clientHello.sessionTicket, !ticket.isEmpty { offered.append(.ticket(ticket)) }
+        let host = context.authority.target.description
+        guard ledger.contains(any: offered, host: host, port: context.authority.port, at: .now) else {
+            return refuse(.unverifiedResumption, "the server resumed a TLS session pinproxy never saw verified for \(host):\(context.authority.port)", now)
+        }
+        resumed = true
+        verification = .probeAndStream
+        return nil
+    }
+
+    /// A refusal, unless report mode or an active debug bypass lets it through (then noted).
+    private func refuse(_ reason: StreamReason, _ detail: String, _ now: Date) -> Inspection {
+        let basis: BypassBasis?
+        if let bypass = context.snapshot.policy.debugBypass(for: context.authority.target, at: now, enabled: context.debugBypassEnabled) {
+            basis = .debugBypass(until: bypass.until)
+        } else if context.rule?.mode == .report {
+            basis = .reportMode
+        } else {
+            basis = nil
+        }
+        guard context.pinned, let basis else { return .refuse(StreamRefusal(reason: reason, detail: detail)) }
+        let note = Overlooked(reason: reason, detail: detail, basis: basis)
+        overlooked = note
+        verification = .bypass
+        notify?(.overlooked(note))
+        return .done
+    }
+}
