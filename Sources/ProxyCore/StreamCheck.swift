@@ -187,10 +187,11 @@ final class StreamCheck {
             switch event {
             case .serverHello(let hello):
                 guard clientHello != nil else { return refuse(.malformedTLS, "the server sent a ServerHello before the client's hello", now) }
-                if hello.isHelloRetryRequest { continue }
+                // A HelloRetryRequest is TLS 1.3 (RFC 8446 §4.1.4), and the client needs it before it
+                // can send its second hello: holding it would deadlock the handshake.
                 serverHello = hello
                 if let version = tunnelVersion { notify?(.negotiated(version: version)) }
-                if hello.version >= 0x0304 {
+                if hello.version >= 0x0304 || hello.isHelloRetryRequest {
                     verification = .probeOnly  // TLS 1.3: the Certificate is encrypted
                     return .done
                 }

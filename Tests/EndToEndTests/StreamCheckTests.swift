@@ -72,6 +72,18 @@ import TestSupport
         #expect(proxy.waitFor("tunnel_closed")?["verify"] == "bypass")
     }
 
+    /// A server that accepts only P-384 answers every client that sends an X25519 key share first
+    /// (curl, Python) with a HelloRetryRequest; the stream check must pass it on, not hold it.
+    @Test func aHelloRetryRequestPassesThrough() throws {
+        let server = try Upstream("leaf-ec256", name: "p384 only", tls: "1.3", extra: ["--groups", "secp384r1"])
+        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: Self.apiPinned))
+        let result = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port)
+        #expect(result.exitCode == 0 && result.body == "hello from p384 only\n", "\(result.stderr)")
+        #expect(try urllib(proxy: proxy.port, host: "api.pinproxy.test", port: server.port) == "OK 200 hello from p384 only")
+        let closed = try #require(proxy.waitFor("tunnel_closed"))
+        #expect(closed["verify"] == "probe-only" && closed["tls"] == "TLSv1.3")
+    }
+
     /// The good path through the stream check, byte for byte, with how it was verified.
     @Test(arguments: [("1.2", "probe+stream", "TLSv1.2"), ("1.3", "probe-only", "TLSv1.3")])
     func goodTunnelsStillWork(tls: String, verify: String, version: String) throws {

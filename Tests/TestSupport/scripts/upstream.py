@@ -19,6 +19,7 @@ p.add_argument("--mode", default="https"); p.add_argument("--ca")
 p.add_argument("--bulk-bytes", type=int, default=1 << 30)
 p.add_argument("--port", type=int, default=0)
 p.add_argument("--bind", default="127.0.0.1")
+p.add_argument("--groups", help="the one key-exchange group (e.g. secp384r1): clients that send X25519 first get a HelloRetryRequest")
 a = p.parse_args()
 
 ctx = None
@@ -27,6 +28,7 @@ if a.mode in ("https", "clientcert", "bulk", "slow"):
     ctx.load_cert_chain(a.cert, a.key)
     if a.tls == "1.2": ctx.maximum_version = ssl.TLSVersion.TLSv1_2
     if a.tls == "1.3": ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    if a.groups: ctx.set_ecdh_curve(a.groups)
     if a.mode == "clientcert":
         ctx.verify_mode = ssl.CERT_REQUIRED
         ctx.load_verify_locations(a.ca)
