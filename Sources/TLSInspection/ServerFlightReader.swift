@@ -87,7 +87,7 @@ public struct ServerFlightReader: Sendable {
         case tlsContentTypeAlert:
             throw alertError(record.fragment)
         default:
-            guard !handshake.hasPartialMessage else { throw .malformed("application_data inside a handshake message") }
+            guard !handshake.hasPendingBytes else { throw .malformed("application_data inside a handshake message") }
             switch stage {
             case .tls12, .tls13:
                 events.append(.encrypted)
@@ -106,8 +106,8 @@ public struct ServerFlightReader: Sendable {
     ///
     /// In TLS 1.3 (RFC 8446 §5, Appendix D.4) the same record is a compatibility no-op, dropped.
     private mutating func readChangeCipherSpec(_ fragment: [UInt8], into events: inout [ServerFlightEvent]) throws(TLSReadError) {
-        guard fragment == [1] else { throw .malformed("change_cipher_spec of \(fragment.count) bytes, first \(fragment[0])") }
-        guard !handshake.hasPartialMessage else { throw .malformed("change_cipher_spec inside a handshake message") }
+        guard fragment == [1] else { throw .malformed("change_cipher_spec of \(fragment.count) bytes") }
+        guard !handshake.hasPendingBytes else { throw .malformed("change_cipher_spec inside a handshake message") }
         switch stage {
         case .awaitingServerHello(afterRetry: false):
             throw .malformed("change_cipher_spec before ServerHello")
@@ -135,7 +135,7 @@ public struct ServerFlightReader: Sendable {
                 stage = .tls12(sawCertificate: false)
             }
             // RFC 8446 §5.1: after a TLS 1.3 hello the keys change, so it must end its record.
-            if hello.version > tlsVersion12 && handshake.hasPartialMessage {
+            if hello.version > tlsVersion12 && handshake.hasPendingBytes {
                 throw .malformed("handshake data after a TLS 1.3 ServerHello")
             }
             events.append(.serverHello(hello))

@@ -190,10 +190,11 @@ struct HandshakeReassembler: Sendable {
     private var buffer: [UInt8] = []
     private var start = 0
 
-    /// Bytes of a message not yet complete are waiting (a record of another type must not come now).
-    var hasPartialMessage: Bool { start < buffer.count }
+    /// Bytes not yet read as a message are waiting: a message is incomplete, or one follows in the same
+    /// record (a record of another type must not come now).
+    var hasPendingBytes: Bool { start < buffer.count }
     /// The type of the message being assembled, as soon as its first byte is here.
-    var pendingType: UInt8? { hasPartialMessage ? buffer[start] : nil }
+    var pendingType: UInt8? { hasPendingBytes ? buffer[start] : nil }
 
     mutating func append(_ fragment: [UInt8]) {
         if start > 0 {
