@@ -42,12 +42,12 @@ let package = Package(
         .systemLibrary(name: "CMalloc", path: "Tests/CMalloc"),
         .testTarget(name: "PinPolicyTests", dependencies: ["PinPolicy", "CMalloc"]),
         .testTarget(
-            name: "TLSInspectionTests", dependencies: ["TLSInspection", "PinPolicy"],
+            name: "TLSInspectionTests", dependencies: ["TLSInspection", "PinPolicy", "TestSupport"],
             exclude: ["Fixtures"]),
         // Process, fixture and upstream helpers for the tests that run pinproxy as a process.
         .target(name: "TestSupport", path: "Tests/TestSupport", exclude: ["scripts"]),
         .testTarget(name: "CLITests", dependencies: ["pinproxy", "PinPolicy", "TestSupport"]),
-        .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore", "PinPolicy", "TLSInspection"]),
+        .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore", "PinPolicy", "TLSInspection", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["pinproxy", "PinPolicy", "TestSupport"]),
     ]
 )

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import TLSInspection
 
 // The passive TLS reader against real flights (TLSReaderVectors.swift, captured on loopback by

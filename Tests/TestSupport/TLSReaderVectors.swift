@@ -3,9 +3,9 @@
 // flight, plus one record cut to its header and 16 bytes that the readers must leave alone.
 // Base64, 76-column lines.
 
-enum TLSReaderVectors {
+public enum TLSReaderVectors {
     /// openssl s_client -tls1_2 -servername api.pinproxy.test (EC P-256 leaf): client → server, 235 bytes.
-    static let opensslTLS12Client = """
+    public static let opensslTLS12Client = """
         FgMBANEBAADNAwNqMBbvOjLgDJ/J1OirY+fLb9f4MgDjay+7xodTL8tLFQAAOMAswDAAn8ypzKjM
         qsArwC8AnsAkwCgAa8AjwCcAZ8AKwBQAOcAJwBMAMwCdAJwAPQA8ADUALwD/AQAAbAAAABYAFAAA
         EWFwaS5waW5wcm94eS50ZXN0AAsABAMAAQIACgAMAAoAHQAXAB4AGQAYACMAAAAWAAAAFwAAAA0A
@@ -13,7 +13,7 @@ enum TLSReaderVectors {
         KmmjtmAAXA==
         """
     /// openssl s_client -tls1_2 -servername api.pinproxy.test (EC P-256 leaf): server → client, 1974 bytes.
-    static let opensslTLS12Server = """
+    public static let opensslTLS12Server = """
         FgMDAEECAAA9AwMPQfrOCCvHFzoL9mRK/qwU4Zz7wxZ7jOpET1dOR1JEAQDALAAAFf8BAAEAAAsA
         BAMAAQIAIwAAABcAABYDAwYPCwAGCwAGCAACRTCCAkEwggHHoAMCAQICFCYssPH03eJhJ5ahfoSi
         gPOsG4EsMAoGCCqGSM49BAMCMD4xFzAVBgNVBAoMDnBpbnByb3h5IHRlc3RzMSMwIQYDVQQDDBpw
@@ -51,7 +51,7 @@ enum TLSReaderVectors {
         K6KN41w0TRtSFAMDAAEBFgMDACiw5SZWl6sxdY17Ecgt14dE
         """
     /// openssl s_client -tls1_3 -servername api.pinproxy.test: client → server, 257 bytes.
-    static let opensslTLS13Client = """
+    public static let opensslTLS13Client = """
         FgMBAPYBAADyAwP2hJIQo07OKSvozxg+DOnBQokPLdLjxgwo52s9U0gDfSDVPmyEBueeIvVlJZJB
         hvdJeGGy1+pDiAcswl9QxY73mwAIEwITAxMBAP8BAAChAAAAFgAUAAARYXBpLnBpbnByb3h5LnRl
         c3QACwAEAwABAgAKABYAFAAdABcAHgAZABgBAAEBAQIBAwEEACMAAAAWAAAAFwAAAA0AHgAcBAMF
@@ -59,20 +59,20 @@ enum TLSReaderVectors {
         V5M3shOGQZwo2B+R7mc0+XgFanYG1T8UAwMAAQE=
         """
     /// openssl s_client -tls1_3 -servername api.pinproxy.test: server → client, 154 bytes.
-    static let opensslTLS13Server = """
+    public static let opensslTLS13Server = """
         FgMDAHoCAAB2AwN+AiRHW1QngsXRiop2RVRuspcrxd4v9QGluw4jJwJX0SDVPmyEBueeIvVlJZJB
         hvdJeGGy1+pDiAcswl9QxY73mxMCAAAuACsAAgMEADMAJAAdACAg65NtwdkxJq/h4tq3EtdzTB0B
         Coe+1xvBeuoIezMnSxQDAwABARcDAwAXL1dh0PIGWeCIp/hjRnV7cA==
         """
     /// openssl s_client -tls1_2 -noservername: client → server, 209 bytes.
-    static let opensslNoSNIClient = """
+    public static let opensslNoSNIClient = """
         FgMBALcBAACzAwO1UZb5aAGRqkKvrT5SnXfeaedWJSI2rBWeth3wmlqSawAAOMAswDAAn8ypzKjM
         qsArwC8AnsAkwCgAa8AjwCcAZ8AKwBQAOcAJwBMAMwCdAJwAPQA8ADUALwD/AQAAUgALAAQDAAEC
         AAoADAAKAB0AFwAeABkAGAAjAAAAFgAAABcAAAANACoAKAQDBQMGAwgHCAgICQgKCAsIBAgFCAYE
         AQUBBgEDAwMBAwIEAgUCBgIWAwMAJRAAACEgAw72hWPqk/RiDvI=
         """
     /// openssl s_client -tls1_2 -noservername: server → client, 1973 bytes.
-    static let opensslNoSNIServer = """
+    public static let opensslNoSNIServer = """
         FgMDAEECAAA9AwOJ8MlCXYbxWa+pt1OaVm7uZHDCGEHpt89ET1dOR1JEAQDALAAAFf8BAAEAAAsA
         BAMAAQIAIwAAABcAABYDAwYPCwAGCwAGCAACRTCCAkEwggHHoAMCAQICFCYssPH03eJhJ5ahfoSi
         gPOsG4EsMAoGCCqGSM49BAMCMD4xFzAVBgNVBAoMDnBpbnByb3h5IHRlc3RzMSMwIQYDVQQDDBpw
@@ -110,7 +110,7 @@ enum TLSReaderVectors {
         s1IjBNlQPj8UAwMAAQEWAwMAKBPxgguqubKbSiNDGwwQH7c=
         """
     /// curl --tlsv1.3 https://api.pinproxy.test/: client → server, 523 bytes.
-    static let curlTLS13Client = """
+    public static let curlTLS13Client = """
         FgMBAgABAAH8AwMAfDYbqkB/f3FlBY7yK1WZd/PLCooT9R30SvN930fuaCCnoblHDxYZEv0cPS26
         1EL3ZtKx76NW2ULrVRjvNSlPsQAIEwITAxMBAP8BAAGrAAAAFgAUAAARYXBpLnBpbnByb3h5LnRl
         c3QACwAEAwABAgAKABYAFAAdABcAHgAZABgBAAEBAQIBAwEEABAADgAMAmgyCGh0dHAvMS4xABYA
@@ -123,13 +123,13 @@ enum TLSReaderVectors {
         AAAAABQDAwABAQ==
         """
     /// curl --tlsv1.3 https://api.pinproxy.test/: server → client, 154 bytes.
-    static let curlTLS13Server = """
+    public static let curlTLS13Server = """
         FgMDAHoCAAB2AwPwgyQ0WsORmq6u7MNTkvo9JMR1VLUGWCzdwkdkHjzKlyCnoblHDxYZEv0cPS26
         1EL3ZtKx76NW2ULrVRjvNSlPsRMCAAAuACsAAgMEADMAJAAdACB/KFDM1KL0me22iBR0Fn45Nhqx
         r9X6oOPL/pwDzQrJLBQDAwABARcDAwAXDYHWBhVpq4Sch8O0Za403w==
         """
     /// Python ssl.create_default_context(), server_hostname api.pinproxy.test: client → server, 523 bytes.
-    static let pythonTLS13Client = """
+    public static let pythonTLS13Client = """
         FgMBAgABAAH8AwNQYrORgbPoD80fSgiJJlKCUVcYBEBMVo6apAf6uLe4JSDFovWvlsspFMbau4Nb
         DJHiacXWagbqhGNsfeFbRmXHJwAkEwITAxMBwCzAMMArwC/MqcyowCTAKMAjwCcAnwCeAGsAZwD/
         AQABjwAAABYAFAAAEWFwaS5waW5wcm94eS50ZXN0AAsABAMAAQIACgAWABQAHQAXAB4AGQAYAQAB
@@ -142,13 +142,13 @@ enum TLSReaderVectors {
         AAAAABQDAwABAQ==
         """
     /// Python ssl.create_default_context(), server_hostname api.pinproxy.test: server → client, 154 bytes.
-    static let pythonTLS13Server = """
+    public static let pythonTLS13Server = """
         FgMDAHoCAAB2AwMS92dizoaS8lIvaFbhmNE0h+uaNglrwDCVpY2Btxz2dSDFovWvlsspFMbau4Nb
         DJHiacXWagbqhGNsfeFbRmXHJxMCAAAuACsAAgMEADMAJAAdACBppyBL30yQKX0SEz5S9XSM9Wfv
         EPYetZFTB50iTMpDYBQDAwABARcDAwAXZw88JKu3uUHAKXT8O4w7zQ==
         """
     /// openssl s_client -tls1_2 -sess_out: full handshake, the server issues a NewSessionTicket: client → server, 235 bytes.
-    static let ticketFullClient = """
+    public static let ticketFullClient = """
         FgMBANEBAADNAwP6JeWMUEpCEt+jWXvR4wG4F7yAkPu+FGK3FBrP2rK8dAAAOMAswDAAn8ypzKjM
         qsArwC8AnsAkwCgAa8AjwCcAZ8AKwBQAOcAJwBMAMwCdAJwAPQA8ADUALwD/AQAAbAAAABYAFAAA
         EWFwaS5waW5wcm94eS50ZXN0AAsABAMAAQIACgAMAAoAHQAXAB4AGQAYACMAAAAWAAAAFwAAAA0A
@@ -156,7 +156,7 @@ enum TLSReaderVectors {
         fPJvvtO8Tw==
         """
     /// openssl s_client -tls1_2 -sess_out: full handshake, the server issues a NewSessionTicket: server → client, 1972 bytes.
-    static let ticketFullServer = """
+    public static let ticketFullServer = """
         FgMDAEECAAA9AwNc8HKto3oE7A3OTrOfD0C75kzLBq2rIMFET1dOR1JEAQDALAAAFf8BAAEAAAsA
         BAMAAQIAIwAAABcAABYDAwYPCwAGCwAGCAACRTCCAkEwggHHoAMCAQICFCYssPH03eJhJ5ahfoSi
         gPOsG4EsMAoGCCqGSM49BAMCMD4xFzAVBgNVBAoMDnBpbnByb3h5IHRlc3RzMSMwIQYDVQQDDBpw
@@ -194,7 +194,7 @@ enum TLSReaderVectors {
         YQjFrk1vDhQDAwABARYDAwAoQP1uX47fUbQFpEnI3RX8xg==
         """
     /// openssl s_client -tls1_2 -sess_in: abbreviated handshake resuming with the ticket: client → server, 428 bytes.
-    static let ticketResumedClient = """
+    public static let ticketResumedClient = """
         FgMBAaEBAAGdAwMrskOpDKnskmWbApg3szMTtMHJ+/5EQM5Ymqvrte3D7iCJ6n+2EZNF9BLEpReI
         GbltBtvQyYzhotT4GVeEJzZheQA4wCzAMACfzKnMqMyqwCvALwCewCTAKABrwCPAJwBnwArAFAA5
         wAnAEwAzAJ0AnAA9ADwANQAvAP8BAAEcAAAAFgAUAAARYXBpLnBpbnByb3h5LnRlc3QACwAEAwAB
@@ -205,13 +205,13 @@ enum TLSReaderVectors {
         BAgFCAYEAQUBBgEDAwMBAwIEAgUCBgIUAwMAAQE=
         """
     /// openssl s_client -tls1_2 -sess_in: abbreviated handshake resuming with the ticket: server → client, 117 bytes.
-    static let ticketResumedServer = """
+    public static let ticketResumedServer = """
         FgMDAFUCAABRAwMyzBEgX6fncAuIRNnRoUGdM4dDi1xfBRVET1dOR1JEASCJ6n+2EZNF9BLEpReI
         GbltBtvQyYzhotT4GVeEJzZhecAsAAAJ/wEAAQAAFwAAFAMDAAEBFgMDACgaJp/qhsCf+HUP9guS
         w6Qs
         """
     /// openssl s_client -tls1_2 -no_ticket -sess_out: full handshake, session id only: client → server, 231 bytes.
-    static let sessionIDFullClient = """
+    public static let sessionIDFullClient = """
         FgMBAM0BAADJAwNwqNXZhreR/2dLqeHaxRrfsMh1zq32ERVHChrX4JY0NAAAOMAswDAAn8ypzKjM
         qsArwC8AnsAkwCgAa8AjwCcAZ8AKwBQAOcAJwBMAMwCdAJwAPQA8ADUALwD/AQAAaAAAABYAFAAA
         EWFwaS5waW5wcm94eS50ZXN0AAsABAMAAQIACgAMAAoAHQAXAB4AGQAYABYAAAAXAAAADQAqACgE
@@ -219,7 +219,7 @@ enum TLSReaderVectors {
         0yYL
         """
     /// openssl s_client -tls1_2 -no_ticket -sess_out: full handshake, session id only: server → client, 1809 bytes.
-    static let sessionIDFullServer = """
+    public static let sessionIDFullServer = """
         FgMDAF0CAABZAwO76m39zJLEYKqg3KG8/drCNPI7YuDbp81ET1dOR1JEASCghHTcM+v2Zw0D1mIr
         u4//OvDRMdc/j5WSw22Sbiot28AsAAAR/wEAAQAACwAEAwABAgAXAAAWAwMGDwsABgsABggAAkUw
         ggJBMIIBx6ADAgECAhQmLLDx9N3iYSeWoX6EooDzrBuBLDAKBggqhkjOPQQDAjA+MRcwFQYDVQQK
@@ -254,7 +254,7 @@ enum TLSReaderVectors {
         WlA8COQJFgMDAAQOAAAAFAMDAAEBFgMDACisyk6NNfABNI6HyUE7JgfS
         """
     /// openssl s_client -tls1_2 -no_ticket -sess_in: abbreviated handshake resuming the session id: client → server, 248 bytes.
-    static let sessionIDResumedClient = """
+    public static let sessionIDResumedClient = """
         FgMBAO0BAADpAwPJxaJCeLMc5af8+jLIP4RnkI8+FADGzeBXcxTQDzW0/iCghHTcM+v2Zw0D1mIr
         u4//OvDRMdc/j5WSw22Sbiot2wA4wCzAMACfzKnMqMyqwCvALwCewCTAKABrwCPAJwBnwArAFAA5
         wAnAEwAzAJ0AnAA9ADwANQAvAP8BAABoAAAAFgAUAAARYXBpLnBpbnByb3h5LnRlc3QACwAEAwAB
@@ -262,13 +262,13 @@ enum TLSReaderVectors {
         BgEDAwMBAwIEAgUCBgIUAwMAAQE=
         """
     /// openssl s_client -tls1_2 -no_ticket -sess_in: abbreviated handshake resuming the session id: server → client, 117 bytes.
-    static let sessionIDResumedServer = """
+    public static let sessionIDResumedServer = """
         FgMDAFUCAABRAwOhl2whVjgF9sK0pgEsrc8bAEWIKj/CPMtET1dOR1JEASCghHTcM+v2Zw0D1mIr
         u4//OvDRMdc/j5WSw22Sbiot28AsAAAJ/wEAAQAAFwAAFAMDAAEBFgMDAChBInStVcFUru0L0tXW
         K04+
         """
     /// openssl s_client -tls1_3 -sess_in: resumption with a TLS 1.3 ticket (pre_shared_key): client → server, 528 bytes.
-    static let pskResumedClient = """
+    public static let pskResumedClient = """
         FgMBAgUBAAIBAwN4v8wK6zhR0ltx+qr2r4GGQZ9qGmZRhsBM1FbwlyAYQiBfOUjIzEBC+vWQd2SY
         YLWf7SZrK6O0lngb+vKAvBF8zgAIEwITAxMBAP8BAAGwAAAAFgAUAAARYXBpLnBpbnByb3h5LnRl
         c3QACwAEAwABAgAKABYAFAAdABcAHgAZABgBAAEBAQIBAwEEACMAAAAWAAAAFwAAAA0AHgAcBAMF
@@ -281,13 +281,13 @@ enum TLSReaderVectors {
         jHtGiRdkSODVFAMDAAEB
         """
     /// openssl s_client -tls1_3 -sess_in: resumption with a TLS 1.3 ticket (pre_shared_key): server → client, 160 bytes.
-    static let pskResumedServer = """
+    public static let pskResumedServer = """
         FgMDAIACAAB8AwNdnOPRl/s086WSDHbiFHybXFy81DmKKd+5I+L+tFc20iBfOUjIzEBC+vWQd2SY
         YLWf7SZrK6O0lngb+vKAvBF8zhMCAAA0ACsAAgMEADMAJAAdACDgPwQU4usdk0Q9ehb2cwsid1rw
         WyTDLFbmznW64V4MAAApAAIAABQDAwABARcDAwAXFs2ltk8t/1ZZ8xzMf3QYKQ==
         """
     /// curl --tlsv1.2 --tls-max 1.2 https://api.pinproxy.test/ (RSA 2048 leaf): client → server, 249 bytes.
-    static let curlTLS12Client = """
+    public static let curlTLS12Client = """
         FgMBAN8BAADbAwOGClHB+mm6kdhrouv5a4M1Izsvx7VhdpAkKyiv2/uWrQAAOMAswDAAn8ypzKjM
         qsArwC8AnsAkwCgAa8AjwCcAZ8AKwBQAOcAJwBMAMwCdAJwAPQA8ADUALwD/AQAAegAAABYAFAAA
         EWFwaS5waW5wcm94eS50ZXN0AAsABAMAAQIACgAMAAoAHQAXAB4AGQAYABAADgAMAmgyCGh0dHAv
@@ -295,7 +295,7 @@ enum TLSReaderVectors {
         FgMDACUQAAAhIK617ZM4OMOMwFad
         """
     /// curl --tlsv1.2 --tls-max 1.2 https://api.pinproxy.test/ (RSA 2048 leaf): server → client, 2198 bytes.
-    static let curlTLS12Server = """
+    public static let curlTLS12Server = """
         FgMDAF0CAABZAwOUGyv2Hhk3Ky892GleFLNoxXeS5PzfLAxET1dOR1JEASAOI5dQtP3MXwnAnrHV
         T4MNXcDe0I5uU5KWOCJhOFSv5cAwAAAR/wEAAQAACwAEAwABAgAXAAAWAwMG2gsABtYABtMAAxAw
         ggMMMIICkqADAgECAhQmLLDx9N3iYSeWoX6EooDzrBuBKzAKBggqhkjOPQQDAjA+MRcwFQYDVQQK
@@ -337,7 +337,7 @@ enum TLSReaderVectors {
         BA4AAAAUAwMAAQEWAwMAKL7tuvT7UnxcdgiTHllUJLI=
         """
     /// s_server -groups P-384 vs s_client -tls1_3 -groups X25519:P-384 (key share for X25519 only): client → server, 241 bytes.
-    static let helloRetryRequestClient = """
+    public static let helloRetryRequestClient = """
         FgMBAOYBAADiAwO9AlML0Kby3TRprYdLP8n6WPZKD5zaVVc60Pi/fB2vgCB0idzjwHhCPjkqqIDw
         RMcHHSVM5l4W6l2wfJ4rS0tUvwAIEwITAxMBAP8BAACRAAAAFgAUAAARYXBpLnBpbnByb3h5LnRl
         c3QACwAEAwABAgAKAAYABAAdABgAIwAAABYAAAAXAAAADQAeABwEAwUDBgMIBwgICAkICggLCAQI
@@ -345,7 +345,7 @@ enum TLSReaderVectors {
         tbPSjG//MhQDAwABAQ==
         """
     /// s_server -groups P-384 vs s_client -tls1_3 -groups X25519:P-384 (key share for X25519 only): server → client, 312 bytes.
-    static let helloRetryRequestServer = """
+    public static let helloRetryRequestServer = """
         FgMDAFgCAABUAwPPIa105ZphEb4djAIeZbiRwqIRFnq7jF4HngniyKgznCB0idzjwHhCPjkqqIDw
         RMcHHSVM5l4W6l2wfJ4rS0tUvxMCAAAMACsAAgMEADMAAgAYFAMDAAEBFgMDALsCAAC3AwOpEox7
         5S3G7xmBhHwQKHfztb2zVXQ8wKXK/uxYvNGtbSB0idzjwHhCPjkqqIDwRMcHHSVM5l4W6l2wfJ4r

@@ -1,0 +1,138 @@
+import Foundation
+import PinPolicy
+import TestSupport
+import TLSInspection
+import Testing
+@testable import ProxyCore
+
+/// The stream check on real captured flights (TLSReaderVectors), without a socket: what the relay's
+/// hook is told to do with each side's bytes, fed in one piece or a byte at a time.
+@Suite struct StreamCheckUnitTests {
+    static let leafEC = "spki-sha256:kBQGSGfznkVIdbhVncSBp6O/buiORHazf74OhcSQKZE="
+    static let rogueLeaf = "spki-sha256:GpJMWznZg/+avOl3K8cJqwDXioJFfLZdlJTvnCoJ960="
+
+    static func snapshot(pin: String, mode: String = "enforce") -> PolicySnapshot {
+        let yaml = """
+            version: 1
+            proxy: { allowed_ports: [443], dns: { nameservers: [], hosts_file: none } }
+            defaults: { unpinned: allow, require_backup: off, trust: "ca-file:\(Paths.fixture("both-roots.pem"))" }
+            rules:
+              - host: api.pinproxy.test
+                mode: \(mode)
+                pins: ["\(pin)"]
+            """
+        let policy = try! PolicyLoader.load(yaml: yaml, source: "test.yaml", pinFiles: nil)
+        return try! PolicySnapshot(policy: policy, systemStore: TrustStore.system())
+    }
+
+    static func check(pin: String = leafEC, mode: String = "enforce", target: String = "api.pinproxy.test:443", pinned: Bool = true,
+                      ledger: ResumptionLedger = ResumptionLedger()) -> StreamCheck {
+        let snapshot = snapshot(pin: pin, mode: mode)
+        let authority = try! Authority.parse(target).get()
+        return StreamCheck(StreamCheck.Context(authority: authority, snapshot: snapshot, rule: snapshot.policy.rule(for: authority),
+                                               pinned: pinned, debugBypassEnabled: false), ledger: ledger)
+    }
+
+    static func bytes(_ base64: String) -> [UInt8] { Array(Data(base64Encoded: base64, options: .ignoreUnknownCharacters)!) }
+
+    /// Feeds the bytes in one piece, or a byte at a time; returns the first answer that is not `.hold`.
+    static func feed(_ check: StreamCheck, _ side: TunnelSide, _ bytes: [UInt8], drip: Bool = false) -> Inspection {
+        let pieces = drip ? bytes.map { [$0] } : [bytes]
+        for piece in pieces {
+            let answer = piece.withUnsafeBytes { check.inspect(side, $0) }
+            if answer != .hold { return answer }
+        }
+        return .hold
+    }
+
+    /// `.release` (pass what is held, keep watching for tickets) or `.done` (pass it, stop looking):
+    /// which one depends on whether the piece also held the next record.
+    static func released(_ answer: Inspection) -> Bool { answer == .release || answer == .done }
+
+    @Test(arguments: [false, true])
+    func aTLS12ChainThatMatchesIsReleasedAndVerifiedInTheStream(drip: Bool) {
+        let check = Self.check()
+        #expect(Self.feed(check, .client, Self.bytes(TLSReaderVectors.opensslTLS12Client), drip: drip) == .done)
+        #expect(Self.released(Self.feed(check, .upstream, Self.bytes(TLSReaderVectors.opensslTLS12Server), drip: drip)))
+        #expect(check.verification == .probeAndStream && check.tunnelVersion == "TLSv1.2")
+        #expect(check.judgement.map { if case .verified = $0.validation { true } else { false } } == true)
+    }
+
+    @Test(arguments: [false, true])
+    func aTLS12ChainThatFailsThePinsIsRefusedWithAnAlert(drip: Bool) {
+        let check = Self.check(pin: Self.rogueLeaf)
+        _ = Self.feed(check, .client, Self.bytes(TLSReaderVectors.opensslTLS12Client))
+        guard case .refuse(let refusal) = Self.feed(check, .upstream, Self.bytes(TLSReaderVectors.opensslTLS12Server), drip: drip) else {
+            Issue.record("expected a refusal"); return
+        }
+        #expect(refusal.reason == .policy(.pinMismatch) && refusal.alertClient)
+    }
+
+    @Test func reportModeLetsItThroughAndSaysSo() {
+        let check = Self.check(pin: Self.rogueLeaf, mode: "report")
+        _ = Self.feed(check, .client, Self.bytes(TLSReaderVectors.opensslTLS12Client))
+        #expect(Self.released(Self.feed(check, .upstream, Self.bytes(TLSReaderVectors.opensslTLS12Server))))
+        #expect(check.verification == .bypass && check.overlooked?.reason == .policy(.pinMismatch) && check.overlooked?.basis == .reportMode)
+    }
+
+    @Test(arguments: [TLSReaderVectors.opensslTLS13Server, TLSReaderVectors.curlTLS13Server, TLSReaderVectors.helloRetryRequestServer])
+    func tls13PassesAfterTheServerHelloAsProbeOnly(server: String) {
+        let check = Self.check()
+        _ = Self.feed(check, .client, Self.bytes(TLSReaderVectors.opensslTLS13Client))
+        #expect(Self.feed(check, .upstream, Self.bytes(server)) == .done)
+        #expect(check.verification == .probeOnly && check.tunnelVersion == "TLSv1.3")
+    }
+
+    @Test func aClientHelloWithoutTheConnectHostIsRefused() {
+        guard case .refuse(let refusal) = Self.feed(Self.check(), .client, Self.bytes(TLSReaderVectors.opensslNoSNIClient)) else {
+            Issue.record("expected a refusal"); return
+        }
+        #expect(refusal.reason == .sniMismatch && !refusal.alertClient)
+        // To an IP literal, no SNI is fine.
+        #expect(Self.feed(Self.check(target: "127.0.0.1:443"), .client, Self.bytes(TLSReaderVectors.opensslNoSNIClient)) == .done)
+    }
+
+    @Test func aPinnedNameInsideAnUnpinnedTunnelIsRefused() {
+        let check = Self.check(target: "other.pinproxy.test:443", pinned: false)
+        guard case .refuse(let refusal) = Self.feed(check, .client, Self.bytes(TLSReaderVectors.opensslTLS12Client)) else {
+            Issue.record("expected a refusal"); return
+        }
+        #expect(refusal.reason == .sniMismatch)
+    }
+
+    @Test func cleartextIsRefusedInAPinnedTunnelAndRelayedInAnUnpinnedOne() {
+        let get = Array("GET / HTTP/1.1\r\nHost: api.pinproxy.test\r\n\r\n".utf8)
+        guard case .refuse(let refusal) = Self.feed(Self.check(), .client, get) else { Issue.record("expected a refusal"); return }
+        #expect(refusal.reason == .notTLS)
+        let unpinned = Self.check(target: "other.pinproxy.test:443", pinned: false)
+        #expect(Self.feed(unpinned, .client, get) == .done && Self.feed(unpinned, .upstream, Array("HTTP/1.1 200 OK\r\n".utf8)) == .done)
+    }
+
+    /// A session id recorded from a verified full handshake lets its abbreviated handshake through;
+    /// without that record the same resumption is refused.
+    @Test func resumptionNeedsAVerifiedSession() {
+        let ledger = ResumptionLedger()
+        let full = Self.check(ledger: ledger)
+        _ = Self.feed(full, .client, Self.bytes(TLSReaderVectors.sessionIDFullClient))
+        #expect(Self.released(Self.feed(full, .upstream, Self.bytes(TLSReaderVectors.sessionIDFullServer))))
+        #expect(ledger.count == 1)
+
+        let resumed = Self.check(ledger: ledger)
+        _ = Self.feed(resumed, .client, Self.bytes(TLSReaderVectors.sessionIDResumedClient))
+        #expect(Self.feed(resumed, .upstream, Self.bytes(TLSReaderVectors.sessionIDResumedServer)) == .done)
+        #expect(resumed.verification == .probeAndStream)
+
+        let stranger = Self.check()  // a fresh ledger: this session was never seen verified
+        _ = Self.feed(stranger, .client, Self.bytes(TLSReaderVectors.sessionIDResumedClient))
+        guard case .refuse(let refusal) = Self.feed(stranger, .upstream, Self.bytes(TLSReaderVectors.sessionIDResumedServer)) else {
+            Issue.record("expected a refusal"); return
+        }
+        #expect(refusal.reason == .unverifiedResumption)
+        let ticket = Self.check()
+        _ = Self.feed(ticket, .client, Self.bytes(TLSReaderVectors.ticketResumedClient))
+        guard case .refuse(let ticketRefusal) = Self.feed(ticket, .upstream, Self.bytes(TLSReaderVectors.ticketResumedServer)) else {
+            Issue.record("expected a refusal"); return
+        }
+        #expect(ticketRefusal.reason == .unverifiedResumption)
+    }
+}
