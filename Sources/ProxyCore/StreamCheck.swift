@@ -217,7 +217,7 @@ final class StreamCheck {
         guard let rule = context.rule else { return refuse(.malformedTLS, "no rule to judge the chain by", now) }
         var presented: [Certificate] = []
         for der in ders {
-            guard let certificate = try? Certificate.load(der).first else {
+            guard let certificate = Certificate.fromDER(der) else {
                 return refuse(.malformedTLS, "a certificate in the server's Certificate message does not parse", now)
             }
             presented.append(certificate)

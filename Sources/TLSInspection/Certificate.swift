@@ -29,7 +29,24 @@ public final class Certificate {
         }
     }
 
-    /// Every certificate in PEM text (in order), or the one DER certificate.
+    /// Exactly one DER certificate, as it crosses the wire (a TLS Certificate message's entry):
+    /// `d2i_X509` must take every byte. Never PEM: a certificate whose extension carries another
+    /// certificate's PEM text would otherwise be read as that other certificate, and a chain judged
+    /// as the genuine one would reach the client as a rogue one.
+    public static func fromDER(_ bytes: [UInt8]) -> Certificate? {
+        ERR_clear_error()
+        defer { ERR_clear_error() }
+        return bytes.withUnsafeBufferPointer { buffer -> Certificate? in
+            guard let start = buffer.baseAddress, !buffer.isEmpty else { return nil }
+            var cursor: UnsafePointer<UInt8>? = start
+            guard let parsed = d2i_X509(nil, &cursor, buffer.count) else { return nil }
+            let certificate = Certificate(takingOwnership: parsed)
+            return cursor == start + buffer.count ? certificate : nil
+        }
+    }
+
+    /// Every certificate in PEM text (in order), or the one DER certificate: for files an operator
+    /// names (pin files, `pin --cert`), never for bytes off the wire (`fromDER`).
     public static func load(_ bytes: [UInt8]) throws(LoadError) -> [Certificate] {
         ERR_clear_error()
         defer { ERR_clear_error() }

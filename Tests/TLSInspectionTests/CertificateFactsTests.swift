@@ -190,3 +190,39 @@ let opensslPins: [String: (spki: String, cert: String)] = {
         #expect(failure(ChainValidator.validate(presented: [], target: Self.api, store: Self.goodStore))?.detail == "the server presented no certificate")
     }
 }
+
+/// A rogue CA's leaf whose private extension carries the genuine leaf's PEM text: read as PEM it
+/// would be the genuine certificate; off the wire it must be read as the DER it is.
+@Suite struct WireCertificateTests {
+    @Test func aCertificateCarryingAnotherOnesPEMIsReadAsItself() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pinproxy-wire-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures").path
+        let genuinePEM = try String(contentsOfFile: "\(fixtures)/leaf-ec256.pem", encoding: .utf8)
+        let hex = Array(("\n" + genuinePEM).utf8).map { String(format: "%02X", $0) }.joined()
+        try "subjectAltName=DNS:api.pinproxy.test\n1.3.6.1.4.1.55555.1=ASN1:FORMAT:HEX,OCTETSTRING:\(hex)\n"
+            .write(toFile: "\(directory)/ext.cnf", atomically: true, encoding: .utf8)
+        func openssl(_ arguments: [String]) throws {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+            p.arguments = arguments
+            p.standardOutput = FileHandle.nullDevice
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            p.waitUntilExit()
+            #expect(p.terminationStatus == 0, "openssl \(arguments)")
+        }
+        try openssl(["req", "-new", "-key", "\(fixtures)/rogue-leaf.key.pem", "-subj", "/CN=api.pinproxy.test", "-out", "\(directory)/csr.pem"])
+        try openssl(["x509", "-req", "-in", "\(directory)/csr.pem", "-CA", "\(fixtures)/rogue-root.pem", "-CAkey", "\(fixtures)/rogue-root.key.pem",
+                     "-set_serial", "77", "-days", "30", "-extfile", "\(directory)/ext.cnf", "-outform", "DER", "-out", "\(directory)/smuggler.der"])
+        let der = Array(try Data(contentsOf: URL(fileURLWithPath: "\(directory)/smuggler.der")))
+        let genuine = try #require(Certificate.load(Array(genuinePEM.utf8)).first).facts
+        // The trap: the file loader sees the PEM inside and returns the genuine certificate.
+        #expect(try Certificate.load(der).first?.facts.certificate == genuine.certificate)
+        // Off the wire it is what it is: the rogue CA's leaf.
+        let wire = try #require(Certificate.fromDER(der)).facts
+        #expect(wire.certificate != genuine.certificate && wire.issuer.contains("rogue root"))
+        #expect(Certificate.fromDER(der + [0]) == nil)  // trailing bytes: not one certificate
+    }
+}
