@@ -140,8 +140,9 @@ final class Relay {
         let source = self[from].bev, sink = self[from.other].bev
         let count = evbuffer_get_length(source.input)
         guard count > 0 else { return }
-        if self[from].inspected, let check, count > self[from].shown {
-            guard let bytes = evbuffer_pullup(source.input, count) else { return }
+        if self[from].inspected, let check {
+            // Held bytes move only on the check's word: with nothing new to show, nothing moves.
+            guard count > self[from].shown, let bytes = evbuffer_pullup(source.input, count) else { return }
             let fresh = UnsafeRawBufferPointer(start: bytes + self[from].shown, count: count - self[from].shown)
             self[from].shown = count
             switch check.inspect(from, fresh) {
@@ -206,6 +207,10 @@ final class Relay {
         }
         if what & Int16(BEV_EVENT_EOF) != 0 {
             move(from: side)  // anything still buffered goes first
+            if self[side].inspected && evbuffer_get_length(self[side].bev.input) > 0 {
+                // It hung up in the middle of a flight the check still holds: that never passes.
+                return end(.refused(StreamRefusal(reason: .malformedTLS, detail: "the \(side.rawValue) closed before its first flight was complete")))
+            }
             self[side].sentEOF = true
             halfCloseIfDone(towards: side.other)
         }

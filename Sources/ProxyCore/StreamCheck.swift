@@ -102,9 +102,19 @@ final class StreamCheck {
     private var serverHello: ServerHello?
     private var certificateJudged = false
     private var resumed = false
+    /// Session ids and tickets of this handshake, recorded in the ledger only once the server has
+    /// proved its key: when the client sends application data after the server's ChangeCipherSpec
+    /// (the client verified the server's Finished). A replayed chain must not plant a session.
+    private var pendingCredentials: [ResumptionLedger.Credential] = []
+    private var serverChangedCipher = false
+    /// Client bytes fed so far, and where its next record header starts (after the ClientHello).
+    private var clientFed = 0
+    private var clientNextRecord = 0
+    private var clientHeader: [UInt8] = []
 
-    /// How the tunnel was verified so far.
-    private(set) var verification: Verification
+    /// How the tunnel was verified so far: `bypass` once anything was let through.
+    var verification: Verification { overlooked != nil ? .bypass : verifiedBy }
+    private var verifiedBy: Verification
     /// The chain the stream check judged, for the log lines.
     private(set) var judgement: (validation: ChainValidation, evaluation: Evaluation)?
     /// A would-refuse let through, for the warning line.
@@ -113,7 +123,7 @@ final class StreamCheck {
     init(_ context: Context, ledger: ResumptionLedger) {
         self.context = context
         self.ledger = ledger
-        verification = context.pinned ? .probeOnly : .unpinned
+        verifiedBy = context.pinned ? .probeOnly : .unpinned
     }
 
     /// The TLS version the tunnel's ServerHello negotiated (`TLSv1.2`), once seen.
@@ -135,8 +145,10 @@ final class StreamCheck {
     // MARK: client → server
 
     private func client(_ bytes: UnsafeRawBufferPointer, _ now: Date) -> Inspection {
+        if clientHello != nil { return watchClient(bytes) }
         let hello: ClientHello
         do {
+            clientFed += bytes.count
             guard let complete = try clientReader.feed(bytes) else { return .hold }
             hello = complete
         } catch {
@@ -146,8 +158,48 @@ final class StreamCheck {
             return refuse(.malformedTLS, "the client's ClientHello does not parse: \(error)", now)
         }
         clientHello = hello
-        if let (reason, detail) = sniProblem(hello) { return refuse(reason, detail, now) }
-        return .done
+        if let (reason, detail) = sniProblem(hello) {
+            let answer = refuse(reason, detail, now)
+            if case .refuse = answer { return answer }
+        }
+        guard context.pinned else { return .done }
+        // Keep reading record headers: the client's first application data tells us the server
+        // proved its key (see `pendingCredentials`).
+        clientNextRecord = clientReader.bytesConsumed
+        let after = clientFed - clientNextRecord
+        clientFed = clientNextRecord
+        return after > 0 ? watchClient(UnsafeRawBufferPointer(rebasing: bytes[(bytes.count - after)...])) : .release
+    }
+
+    /// Walks the client's record headers after its ClientHello until its first application data
+    /// record; then the session this handshake made is known to be the key holder's.
+    private func watchClient(_ bytes: UnsafeRawBufferPointer) -> Inspection {
+        var offset = 0
+        while offset < bytes.count {
+            let position = clientFed + offset
+            if position < clientNextRecord {  // inside a record's body: skip it
+                offset += min(clientNextRecord - position, bytes.count - offset)
+                continue
+            }
+            clientHeader.append(bytes[offset])
+            offset += 1
+            guard clientHeader.count == 5 else { continue }
+            let type = clientHeader[0], length = Int(clientHeader[3]) << 8 | Int(clientHeader[4])
+            clientHeader = []
+            clientNextRecord = clientFed + offset + length
+            if type == 23 {  // application_data
+                if serverChangedCipher && overlooked == nil && serverHello?.version ?? 0 < 0x0304 {
+                    let host = context.authority.target.description
+                    for credential in pendingCredentials { ledger.record(credential, host: host, port: context.authority.port, at: .now) }
+                }
+                pendingCredentials = []
+                clientFed += bytes.count
+                return .done
+            }
+        }
+        clientFed += bytes.count
+        // Bounded: a handshake that has not reached application data within 64 KiB records nothing.
+        return clientFed > 64 * 1024 ? .done : .release
     }
 
     /// An SNI must not reach another enforced rule's host through this tunnel; a pinned CONNECT
@@ -174,8 +226,7 @@ final class StreamCheck {
     // MARK: server → client
 
     private func server(_ bytes: UnsafeRawBufferPointer, _ now: Date) -> Inspection {
-        // Unpinned, or the client side was already let through by report mode or a bypass.
-        guard context.pinned, overlooked == nil || certificateJudged else { return .done }
+        guard context.pinned else { return .done }
         let events: [ServerFlightEvent]
         do {
             events = try serverReader.feed(bytes)
@@ -192,7 +243,12 @@ final class StreamCheck {
                 serverHello = hello
                 if let version = tunnelVersion { notify?(.negotiated(version: version)) }
                 if hello.version >= 0x0304 || hello.isHelloRetryRequest {
-                    verification = .probeOnly  // TLS 1.3: the Certificate is encrypted
+                    // Only a client that offered TLS 1.3 can be in a TLS 1.3 handshake: a 1.2-only
+                    // client that ignores the extension would read a plaintext Certificate next.
+                    guard clientHello?.offeredVersions.contains(0x0304) == true else {
+                        return refuse(.malformedTLS, "the server claims TLS 1.3, which the client did not offer", now)
+                    }
+                    verifiedBy = .probeOnly  // TLS 1.3: the Certificate is encrypted
                     return .done
                 }
             case .certificate(let ders):
@@ -200,13 +256,13 @@ final class StreamCheck {
                 if let refusal = judge(ders, now) { return refusal }
             case .newSessionTicket(let ticket):
                 if let decided = decideResumptionIfNeeded(now) { return decided }
-                if overlooked == nil {  // only a verified session's tickets count
-                    ledger.record(.ticket(ticket), host: context.authority.target.description, port: context.authority.port, at: .now)
-                }
+                pendingCredentials.append(.ticket(ticket))
             case .otherHandshake:
                 break
             case .changeCipherSpec, .encrypted:
-                return decideResumptionIfNeeded(now) ?? .done
+                if let decided = decideResumptionIfNeeded(now) { return decided }
+                serverChangedCipher = true
+                return .done
             }
         }
         return certificateJudged || resumed ? .release : .hold
@@ -234,13 +290,12 @@ final class StreamCheck {
         case .bypassed(let reason, let basis):
             let note = Overlooked(reason: .policy(reason), detail: "the chain the server sent in the tunnel fails the rule", basis: basis)
             overlooked = note
-            verification = .bypass
             notify?(.overlooked(note))
         case .allowed, .unpinned:
-            verification = .probeAndStream
+            verifiedBy = .probeAndStream
         }
-        if let id = serverHello?.sessionID {
-            ledger.record(.sessionID(id), host: context.authority.target.description, port: context.authority.port, at: .now)
+        if case .allowed = evaluation.verdict, let id = serverHello?.sessionID {
+            pendingCredentials.append(.sessionID(id))
         }
         return nil
     }
@@ -259,25 +314,29 @@ final class StreamCheck {
             return refuse(.unverifiedResumption, "the server resumed a TLS session pinproxy never saw verified for \(host):\(context.authority.port)", now)
         }
         resumed = true
-        verification = .probeAndStream
+        verifiedBy = .probeAndStream
         return nil
     }
 
-    /// A refusal, unless report mode or an active debug bypass lets it through (then noted).
+    /// A refusal. Only an SNI for another host may be let through, by report mode or an active
+    /// debug bypass (then noted), and the server's chain is still judged after it, deny list and all.
+    /// What leaves nothing to judge — bytes that are not TLS, a flight that does not parse, a
+    /// resumption of an unknown session — is refused in every mode: letting it through would let a
+    /// deny-listed key through unseen.
     private func refuse(_ reason: StreamReason, _ detail: String, _ now: Date) -> Inspection {
-        let basis: BypassBasis?
-        if let bypass = context.snapshot.policy.debugBypass(for: context.authority.target, at: now, enabled: context.debugBypassEnabled) {
-            basis = .debugBypass(until: bypass.until)
-        } else if context.rule?.mode == .report {
-            basis = .reportMode
-        } else {
-            basis = nil
+        guard context.pinned, reason == .sniMismatch, let basis = bypassBasis(now) else {
+            return .refuse(StreamRefusal(reason: reason, detail: detail))
         }
-        guard context.pinned, let basis else { return .refuse(StreamRefusal(reason: reason, detail: detail)) }
         let note = Overlooked(reason: reason, detail: detail, basis: basis)
         overlooked = note
-        verification = .bypass
         notify?(.overlooked(note))
         return .done
+    }
+
+    private func bypassBasis(_ now: Date) -> BypassBasis? {
+        if let bypass = context.snapshot.policy.debugBypass(for: context.authority.target, at: now, enabled: context.debugBypassEnabled) {
+            return .debugBypass(until: bypass.until)
+        }
+        return context.rule?.mode == .report ? .reportMode : nil
     }
 }

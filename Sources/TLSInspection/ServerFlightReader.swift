@@ -26,6 +26,11 @@ public struct ServerFlightReader: Sendable {
     }
 
     private var stage = Stage.awaitingServerHello(afterRetry: false)
+
+    private var isTLS13: Bool {
+        if case .tls13 = stage { return true }
+        return false
+    }
     private var records: TLSRecordLayer
     private var handshake = HandshakeReassembler()
 
@@ -85,7 +90,15 @@ public struct ServerFlightReader: Sendable {
         case tlsContentTypeChangeCipherSpec:
             try readChangeCipherSpec(record.fragment, into: &events)
         case tlsContentTypeAlert:
-            throw alertError(record.fragment)
+            // TLS ≤ 1.2 clients ignore warning alerts other than close_notify (RFC 5246 §7.2; e.g. a
+            // server's unrecognized_name), so the reader does too: stopping at one would let a server
+            // end the check while the client reads on. In TLS 1.3 no plaintext alert follows the
+            // ServerHello; a fatal one ends the handshake for the client as well.
+            let fragment = record.fragment
+            let isIgnoredWarning = !fragment.isEmpty && fragment.count % 2 == 0
+                && stride(from: 0, to: fragment.count, by: 2).allSatisfy { fragment[$0] == 1 && fragment[$0 + 1] != 0 }
+            if isIgnoredWarning, !isTLS13 { break }
+            throw alertError(fragment)
         default:
             guard !handshake.hasPendingBytes else { throw .malformed("application_data inside a handshake message") }
             switch stage {

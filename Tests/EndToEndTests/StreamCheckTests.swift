@@ -84,6 +84,19 @@ import TestSupport
         #expect(closed["verify"] == "probe-only" && closed["tls"] == "TLSv1.3")
     }
 
+    /// A server that hangs up in the middle of its first flight: what was held (a ServerHello and
+    /// part of a Certificate) never reaches the client.
+    @Test func aFlightCutShortIsNeverReleased() throws {
+        let genuine = try Upstream("leaf-ec256", name: "genuine", tls: "1.2")
+        let cutter = try Replayer(genuine: genuine.port, abort: "none", truncate: 300)
+        let proxy = try ProxyProcess(config: policy(ports: [cutter.port], rules: Self.apiPinned))
+        let result = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: cutter.port)
+        #expect(result.connectStatus == 200 && result.exitCode != 0)
+        let line = try #require(proxy.waitFor("tunnel_refused"))
+        #expect(line["stage"] == "stream" && line["reason"] == "tls_protocol_error" && line["bytes_down"] == "0", "\(line)")
+        #expect(line["detail"] == "the upstream closed before its first flight was complete")
+    }
+
     /// The good path through the stream check, byte for byte, with how it was verified.
     @Test(arguments: [("1.2", "probe+stream", "TLSv1.2"), ("1.3", "probe-only", "TLSv1.3")])
     func goodTunnelsStillWork(tls: String, verify: String, version: String) throws {

@@ -35,6 +35,13 @@ import Testing
 
     static func bytes(_ base64: String) -> [UInt8] { Array(Data(base64Encoded: base64, options: .ignoreUnknownCharacters)!) }
 
+    /// Just the first record of a captured flight (the ClientHello): the captures end with a
+    /// deliberately cut record, which would swallow the records a test adds after them.
+    static func firstRecord(_ base64: String) -> [UInt8] {
+        let all = bytes(base64)
+        return Array(all.prefix(5 + (Int(all[3]) << 8 | Int(all[4]))))
+    }
+
     /// Feeds the bytes in one piece, or a byte at a time; returns the first answer that is not `.hold`.
     static func feed(_ check: StreamCheck, _ side: TunnelSide, _ bytes: [UInt8], drip: Bool = false) -> Inspection {
         let pieces = drip ? bytes.map { [$0] } : [bytes]
@@ -52,7 +59,7 @@ import Testing
     @Test(arguments: [false, true])
     func aTLS12ChainThatMatchesIsReleasedAndVerifiedInTheStream(drip: Bool) {
         let check = Self.check()
-        #expect(Self.feed(check, .client, Self.bytes(TLSReaderVectors.opensslTLS12Client), drip: drip) == .done)
+        #expect(Self.feed(check, .client, Self.bytes(TLSReaderVectors.opensslTLS12Client), drip: drip) == .release)  // watched on
         #expect(Self.released(Self.feed(check, .upstream, Self.bytes(TLSReaderVectors.opensslTLS12Server), drip: drip)))
         #expect(check.verification == .probeAndStream && check.tunnelVersion == "TLSv1.2")
         #expect(check.judgement.map { if case .verified = $0.validation { true } else { false } } == true)
@@ -66,6 +73,45 @@ import Testing
             Issue.record("expected a refusal"); return
         }
         #expect(refusal.reason == .policy(.pinMismatch) && refusal.alertClient)
+    }
+
+    /// A replayed chain that the client never completes a handshake with plants no session.
+    @Test func aChainWithoutAFinishedHandshakeRecordsNoSession() {
+        let ledger = ResumptionLedger()
+        let check = Self.check(ledger: ledger)
+        _ = Self.feed(check, .client, Self.firstRecord(TLSReaderVectors.sessionIDFullClient))
+        _ = Self.feed(check, .upstream, Self.bytes(TLSReaderVectors.sessionIDFullServer) + [20, 3, 3, 0, 1, 1])
+        _ = Self.feed(check, .client, [21, 3, 3, 0, 2, 2, 51])  // the client's alert: decrypt_error
+        #expect(ledger.count == 0)
+    }
+
+    /// A server that claims TLS 1.3 to a client that did not offer it would get a 1.2-only client
+    /// that ignores the extension to read a plaintext Certificate unjudged: refused.
+    @Test func aTLS13ClaimTheClientDidNotOfferIsRefused() {
+        let check = Self.check()
+        _ = Self.feed(check, .client, Self.bytes(TLSReaderVectors.opensslTLS12Client))  // offers TLS 1.2 only
+        guard case .refuse(let refusal) = Self.feed(check, .upstream, Self.bytes(TLSReaderVectors.opensslTLS13Server)) else {
+            Issue.record("expected a refusal"); return
+        }
+        #expect(refusal.reason == .malformedTLS && refusal.detail.contains("did not offer"))
+    }
+
+    /// Report mode lets an SNI for another host through, but the server's chain is still judged:
+    /// a deny-listed key (or any chain failure report mode does not cover) is refused.
+    @Test func reportModeNeverStopsTheChainFromBeingJudged() {
+        let check = Self.check(pin: Self.rogueLeaf, mode: "report", target: "api.pinproxy.test:443")
+        #expect(Self.released(Self.feed(check, .client, Self.bytes(TLSReaderVectors.opensslNoSNIClient))))  // sni_mismatch, overlooked
+        #expect(check.overlooked?.reason == .sniMismatch)
+        #expect(Self.released(Self.feed(check, .upstream, Self.bytes(TLSReaderVectors.opensslNoSNIServer))))
+        #expect(check.judgement != nil && check.verification == .bypass)
+    }
+
+    @Test func cleartextIsRefusedEvenInReportMode() {
+        let check = Self.check(mode: "report")
+        guard case .refuse(let refusal) = Self.feed(check, .client, Array("GET / HTTP/1.1\r\n\r\n".utf8)) else {
+            Issue.record("not_tls must not be bypassed"); return
+        }
+        #expect(refusal.reason == .notTLS)
     }
 
     @Test func reportModeLetsItThroughAndSaysSo() {
@@ -89,7 +135,7 @@ import Testing
         }
         #expect(refusal.reason == .sniMismatch && !refusal.alertClient)
         // To an IP literal, no SNI is fine.
-        #expect(Self.feed(Self.check(target: "127.0.0.1:443"), .client, Self.bytes(TLSReaderVectors.opensslNoSNIClient)) == .done)
+        #expect(Self.released(Self.feed(Self.check(target: "127.0.0.1:443"), .client, Self.bytes(TLSReaderVectors.opensslNoSNIClient))))
     }
 
     @Test func aPinnedNameInsideAnUnpinnedTunnelIsRefused() {
@@ -113,8 +159,15 @@ import Testing
     @Test func resumptionNeedsAVerifiedSession() {
         let ledger = ResumptionLedger()
         let full = Self.check(ledger: ledger)
-        _ = Self.feed(full, .client, Self.bytes(TLSReaderVectors.sessionIDFullClient))
+        _ = Self.feed(full, .client, Self.firstRecord(TLSReaderVectors.sessionIDFullClient))
         #expect(Self.released(Self.feed(full, .upstream, Self.bytes(TLSReaderVectors.sessionIDFullServer))))
+        // Nothing is recorded until the server has proved its key: its ChangeCipherSpec, then the
+        // client's application data (the client verified the server's Finished).
+        #expect(ledger.count == 0)
+        _ = Self.feed(full, .upstream, [20, 3, 3, 0, 1, 1])
+        #expect(Self.feed(full, .client, [20, 3, 3, 0, 1, 1, 22, 3, 3, 0, 2, 0, 0]) == .release)
+        #expect(ledger.count == 0)
+        #expect(Self.feed(full, .client, [23, 3, 3, 0, 2, 0, 0]) == .done)
         #expect(ledger.count == 1)
 
         let resumed = Self.check(ledger: ledger)

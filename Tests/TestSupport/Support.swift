@@ -133,9 +133,10 @@ public final class Replayer: @unchecked Sendable {
     public let helper: Helper
     public var port: UInt16 { helper.port }
 
-    public init(genuine: UInt16, abort: String, then rogue: UInt16? = nil) throws {
+    public init(genuine: UInt16, abort: String, then rogue: UInt16? = nil, truncate: Int? = nil) throws {
         var args = ["\(Paths.scripts)/replayer.py", "--genuine", String(genuine), "--abort", abort]
         if let rogue { args += ["--then", String(rogue)] }
+        if let truncate { args += ["--then", "1", "--truncate", String(truncate)] }
         helper = try Helper("/usr/bin/env", ["python3"] + args)
     }
 }

@@ -25,6 +25,8 @@ import argparse, os, socket, struct, sys, threading
 p = argparse.ArgumentParser()
 p.add_argument("--genuine", type=int, required=True)
 p.add_argument("--then", type=int, default=0)
+p.add_argument("--truncate", type=int, default=0,
+               help="with --abort none: later connections get only this many bytes of --genuine's answer, then FIN")
 p.add_argument("--abort", choices=["alert", "fin", "rst", "none"], default="fin")
 a = p.parse_args()
 
@@ -53,6 +55,18 @@ def passthrough(client, port):
     upstream = socket.create_connection(("127.0.0.1", port), timeout=30)
     threading.Thread(target=pump, args=(upstream, client), daemon=True).start()
     pump(client, upstream)
+
+
+def truncated(client, port, limit):
+    """The server's answer cut after `limit` bytes, then a FIN: a flight that never completes."""
+    upstream = socket.create_connection(("127.0.0.1", port), timeout=30)
+    threading.Thread(target=pump, args=(client, upstream), daemon=True).start()
+    sent = 0
+    while sent < limit:
+        data = upstream.recv(limit - sent)
+        if not data: break
+        client.sendall(data); sent += len(data)
+    client.shutdown(socket.SHUT_WR)
 
 
 def read_exact(sock, n):
@@ -146,6 +160,8 @@ def handle(client):
             served_first[0] = True
         if replay and a.abort == "none":
             passthrough(client, a.genuine)   # the probe gets the genuine server, whole
+        elif not replay and a.truncate:
+            truncated(client, a.genuine, a.truncate)
         elif replay:
             replay_without_key(client)
         else:
