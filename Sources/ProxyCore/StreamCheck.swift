@@ -139,7 +139,8 @@ final class StreamCheck {
     }
 
     func inspect(_ side: TunnelSide, _ bytes: UnsafeRawBufferPointer, at now: Date = Date()) -> Inspection {
-        side == .client ? client(bytes, now) : server(bytes, now)
+        if context.pinned && TestFault.stream.isInjected { return refuse(.malformedTLS, "the flight could not be read: \(TestFault.detail)", now) }
+        return side == .client ? client(bytes, now) : server(bytes, now)
     }
 
     // MARK: client → server

@@ -15,6 +15,8 @@ enum TestFault: String, CaseIterable {
     case validation
     /// Pin evaluation cannot be made.
     case evaluation
+    /// The stream check cannot read a pinned tunnel's flight.
+    case stream
 
     #if DEBUG
     private static let active: Set<TestFault> = Set(

@@ -38,6 +38,19 @@ import TestSupport
         #expect(proxy.events("tunnel_allowed").isEmpty && proxy.events("tunnel_bypassed").isEmpty)
     }
 
+    /// The stream reader made to fail: the open tunnel is closed before a byte crosses, in report
+    /// mode and under a debug bypass too (nothing was judged, so nothing may pass).
+    @Test(arguments: [Setup.enforce, .report, .debugBypass])
+    func aStreamReaderFailureClosesTheTunnel(setup: Setup) throws {
+        let server = try Upstream("leaf-ec256", name: "faulty", tls: "1.2")
+        let proxy = try Self.proxy(server: server, fault: "stream", setup: setup)
+        let result = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port)
+        #expect(result.connectStatus == 200 && result.exitCode != 0 && result.body.isEmpty)
+        let line = try #require(proxy.waitFor("tunnel_refused"))
+        #expect(line["stage"] == "stream" && line["reason"] == "tls_protocol_error" && line["bytes_up"] == "0" && line["bytes_down"] == "0")
+        #expect(line["detail"]?.contains("injected test fault") == true)
+    }
+
     /// The one way through: an active debug bypass over a chain that failed validation. The tunnel
     /// opens, and its line says it was bypassed and what would have refused it.
     @Test func onlyAnExplicitBypassTunnelsAFailedValidationAndSaysSo() throws {
