@@ -211,9 +211,11 @@ final class Session {
         evbuffer_add(clientSide.output, established, established.count)
         opened = (record, .now)
         proxy.logDecision(record)
+        var probe: Judgement?
+        if case .relaying(_, let judgement) = machine.state { probe = judgement }
         let check = machine.admitted.map { admitted in
             StreamCheck(StreamCheck.Context(authority: admitted.authority, snapshot: admitted.snapshot, rule: admitted.rule,
-                                            pinned: record.validation != nil, debugBypassEnabled: proxy.debugBypassEnabled),
+                                            pinned: record.validation != nil, probe: probe, debugBypassEnabled: proxy.debugBypassEnabled),
                         ledger: proxy.resumptions)
         }
         check?.notify = { [unowned self] note in proxy.logStreamNote(note, record: record) }

@@ -19,6 +19,9 @@ struct Judgement {
     let keyProof: KeyProof
     let validation: ChainValidation
     let evaluation: Evaluation
+    /// The certificates the server presented, as DER: a tunnel that receives exactly these needs
+    /// no second validation.
+    let presentedDER: [[UInt8]]
 }
 
 /// Why a session ended without a refusal: the `close_reason` of `tunnel_closed`.
@@ -245,7 +248,8 @@ struct SessionMachine {
         guard let address = result.address else { preconditionFailure("a chain without the address that sent it") }
         let (validation, evaluation) = admitted.snapshot.judge(presented, target: admitted.authority.target, rule: rule, at: now,
                                                               debugBypassEnabled: debugBypassEnabled)
-        let judgement = Judgement(address: address, tlsVersion: result.tlsVersion, keyProof: proof, validation: validation, evaluation: evaluation)
+        let judgement = Judgement(address: address, tlsVersion: result.tlsVersion, keyProof: proof, validation: validation, evaluation: evaluation,
+                                  presentedDER: presented.map(\.der))
         var record = DecisionRecord(conn: conn, client: client, admitted: admitted, judgement: judgement)
         if TestFault.evaluation.isInjected {
             record.verdict = nil

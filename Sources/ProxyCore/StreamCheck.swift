@@ -76,6 +76,8 @@ final class StreamCheck {
         let rule: Rule?
         /// Whether the CONNECT was judged on a probe's chain (false: unpinned).
         let pinned: Bool
+        /// The probe's judgement, when there was one.
+        var probe: Judgement? = nil
         let debugBypassEnabled: Bool
     }
 
@@ -272,15 +274,21 @@ final class StreamCheck {
     /// The chain the client is about to receive, judged like the probe's.
     private func judge(_ ders: [[UInt8]], _ now: Date) -> Inspection? {
         guard let rule = context.rule else { return refuse(.malformedTLS, "no rule to judge the chain by", now) }
-        var presented: [Certificate] = []
-        for der in ders {
-            guard let certificate = Certificate.fromDER(der) else {
-                return refuse(.malformedTLS, "a certificate in the server's Certificate message does not parse", now)
+        let validation: ChainValidation, evaluation: Evaluation
+        if let probe = context.probe, probe.presentedDER == ders {
+            // Byte for byte the chain the probe saw, judged under this same snapshot and rule.
+            (validation, evaluation) = (probe.validation, probe.evaluation)
+        } else {
+            var presented: [Certificate] = []
+            for der in ders {
+                guard let certificate = Certificate.fromDER(der) else {
+                    return refuse(.malformedTLS, "a certificate in the server's Certificate message does not parse", now)
+                }
+                presented.append(certificate)
             }
-            presented.append(certificate)
-        }
-        let (validation, evaluation) = context.snapshot.judge(presented, target: context.authority.target, rule: rule, at: now,
+            (validation, evaluation) = context.snapshot.judge(presented, target: context.authority.target, rule: rule, at: now,
                                                               debugBypassEnabled: context.debugBypassEnabled)
+        }
         judgement = (validation, evaluation)
         certificateJudged = true
         switch evaluation.verdict {
