@@ -56,7 +56,6 @@ final class BufferEvent {
 
     func enable(_ what: Int32) { bufferevent_enable(ref, Int16(what)) }
     func disable(_ what: Int32) { bufferevent_disable(ref, Int16(what)) }
-    var readEnabled: Bool { bufferevent_get_enabled(ref) & Int16(EV_READ) != 0 }
     func setWatermark(_ what: Int32, low: Int, high: Int) { bufferevent_setwatermark(ref, Int16(what), low, high) }
     func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
 }
@@ -65,18 +64,10 @@ final class BufferEvent {
 /// applies backpressure, a write callback that lifts it, and an event callback that half-closes on
 /// EOF and ends the tunnel on any error. `move(from:)` is the one place bytes cross.
 final class Relay {
-    /// Above this much data queued towards one side we stop reading from the other.
-    static let maxQueued = 512 * 1024
-
-    /// One side's state: what it sent, whether it is done sending, whether we are done writing to it.
+    /// One side's bufferevent and what the stream check has seen of it; the counts and flags of
+    /// the relay itself live in `book`.
     struct Side {
         let bev: BufferEvent
-        /// Bytes read from this side.
-        var bytes = 0
-        /// This side sent EOF.
-        var sentEOF = false
-        /// We shut down our write half towards this side.
-        var shutDown = false
         /// The stream check still looks at what this side sends.
         var inspected: Bool
         /// How many of the bytes waiting in this side's input the check has seen.
@@ -85,6 +76,7 @@ final class Relay {
 
     private var client: Side
     private var upstream: Side
+    private var book = RelayBook()
     private(set) var lastActivity = ContinuousClock.now
     private let idleTimeout: Double
     private var idleTimer: Timer?
@@ -94,8 +86,8 @@ final class Relay {
     let check: StreamCheck?
 
     /// Bytes from the client to the upstream, and back.
-    var bytesUp: Int { client.bytes }
-    var bytesDown: Int { upstream.bytes }
+    var bytesUp: Int { book.client.bytes }
+    var bytesDown: Int { book.upstream.bytes }
 
     init(loop: EventLoop, client: BufferEvent, upstream: BufferEvent, idleTimeout: Double, check: StreamCheck?,
          onEnd: @escaping (RelayEnd) -> Void) {
@@ -159,14 +151,27 @@ final class Relay {
             }
         }
         self[from].shown = 0
-        self[from].bytes += count
         lastActivity = .now
         Self.copy(from: source.input, to: sink.output)
-        if evbuffer_get_length(sink.output) >= Self.maxQueued {
-            // We're giving the other side data faster than it can pass it on: stop reading until
-            // it has drained half of it (the write callback fires at the low watermark).
-            sink.setWatermark(EV_WRITE, low: Self.maxQueued / 2, high: Self.maxQueued)
-            source.disable(EV_READ)
+        take(book.moved(count, from: from, queuedAtOther: evbuffer_get_length(sink.output)))
+    }
+
+    /// Carries out what the book decided.
+    private func take(_ steps: [RelayBook.Step]) {
+        for step in steps {
+            switch step {
+            case .pauseReading(let side):
+                // The write callback fires again once the other side has drained half of it.
+                self[side.other].bev.setWatermark(EV_WRITE, low: RelayBook.maxQueued / 2, high: RelayBook.maxQueued)
+                self[side].bev.disable(EV_READ)
+            case .resumeReading(let side):
+                self[side.other].bev.setWatermark(EV_WRITE, low: 0, high: 0)
+                self[side].bev.enable(EV_READ)
+            case .shutDownWrite(let side):
+                self[side].bev.shutdownWrite()
+            case .finished:
+                end(.finished)
+            }
         }
     }
 
@@ -187,13 +192,7 @@ final class Relay {
 
     /// The side `to` has drained: lift the backpressure on the other side, and half-close when done.
     fileprivate func written(to side: TunnelSide) {
-        let sink = self[side].bev, source = self[side.other]
-        let queued = evbuffer_get_length(sink.output)
-        if queued <= Self.maxQueued / 2, !source.sentEOF, !source.bev.readEnabled {
-            sink.setWatermark(EV_WRITE, low: 0, high: 0)
-            source.bev.enable(EV_READ)
-        }
-        if queued == 0 { halfCloseIfDone(towards: side) }
+        take(book.drained(side, queued: evbuffer_get_length(self[side].bev.output)))
     }
 
     fileprivate func readable(_ side: TunnelSide) { move(from: side) }
@@ -211,21 +210,8 @@ final class Relay {
                 // It hung up in the middle of a flight the check still holds: that never passes.
                 return end(.refused(StreamRefusal(reason: .malformedTLS, detail: "the \(side.rawValue) closed before its first flight was complete")))
             }
-            self[side].sentEOF = true
-            halfCloseIfDone(towards: side.other)
+            take(book.sentEOF(side, queuedAtOther: evbuffer_get_length(self[side.other].bev.output)))
         }
-    }
-
-    /// Once one side has sent EOF and everything it sent is written to the other side, we shut
-    /// down the other side's write half, so a request/response protocol can finish. When both
-    /// directions are done, the tunnel is over.
-    private func halfCloseIfDone(towards side: TunnelSide) {
-        guard self[side.other].sentEOF, evbuffer_get_length(self[side].bev.output) == 0 else { return }
-        if !self[side].shutDown {
-            self[side].shutDown = true
-            self[side].bev.shutdownWrite()
-        }
-        if client.shutDown && upstream.shutDown { end(.finished) }  // each shutdown followed an EOF from the other side
     }
 
     /// A timer that rearms itself until nothing moved for `idle_timeout`.
