@@ -20,14 +20,16 @@ let package = Package(
         .target(name: "CShims", dependencies: ["COpenSSL", "CLibevent"]),
 
         // Pure policy: no sockets, no OpenSSL.
-        .target(name: "PinPolicy", dependencies: [.product(name: "Yams", package: "Yams")]),
+        // glibc's <sys/statfs.h>: is the key log on tmpfs (a header only, no sockets, no OpenSSL).
+        .systemLibrary(name: "CStatfs", path: "Sources/CStatfs"),
+        .target(name: "PinPolicy", dependencies: ["CStatfs", .product(name: "Yams", package: "Yams")]),
         // Certificate facts and chain validation through OpenSSL; fills PinPolicy's value types.
         .target(name: "TLSInspection", dependencies: ["COpenSSL", "CShims", "PinPolicy"]),
         // The libevent proxy.
         .target(
             name: "ProxyCore",
             dependencies: [
-                "CLibevent", "TLSInspection", "PinPolicy",
+                "CLibevent", "CShims", "TLSInspection", "PinPolicy",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .executableTarget(

@@ -1,3 +1,5 @@
+#define _GNU_SOURCE
+#include <fcntl.h>
 #include <sys/types.h>
 #include <openssl/ssl.h>
 #include "CShims.h"
@@ -10,3 +12,4 @@ unsigned long long pp_SSL_OP_NO_COMPRESSION(void) { return (unsigned long long)S
 void pp_OPENSSL_free(void *p) { OPENSSL_free(p); }
 unsigned long pp_XN_FLAG_RFC2253(void) { return XN_FLAG_RFC2253; }
 long pp_SSL_set_msg_callback_arg(SSL *ssl, void *arg) { return SSL_set_msg_callback_arg(ssl, arg); }
+int pp_fallocate(int fd, int mode, long long offset, long long length) { return fallocate(fd, mode, (off_t)offset, (off_t)length); }

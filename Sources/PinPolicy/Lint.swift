@@ -47,6 +47,16 @@ extension Policy {
                 warn(rule.line, "weaker_rule_shadows_enforced", "the rule for '\(rule.name)' (mode: \(rule.mode.rawValue)) is chosen for names that the enforced rule for '\(broader.name)' at line \(broader.line) would otherwise pin; make sure this exclusion is intended")
             }
         }
+        for (name, addresses) in resolve.sorted(by: { $0.key < $1.key }) {
+            let denied = addresses.compactMap { address in proxy.denyDestinations.entry(containingAnyFormOf: address).map { (address, $0.name) } }
+            guard !denied.isEmpty else { continue }
+            let listed = denied.map { "\($0.0) (\($0.1))" }.joined(separator: ", ")
+            let effect = denied.count == addresses.count
+                ? "every CONNECT to it is refused with 403 destination_ip_prohibited"
+                : "those addresses are never used"
+            warn(resolveLines[name] ?? 0, "resolve_to_denied_destination",
+                 "resolve: sends '\(name)' to \(listed), which proxy.deny_destinations refuses: \(effect); take that class out of deny_destinations if this destination is intended, or map the name elsewhere")
+        }
         if let debug {
             if debug.until > now {
                 warn(debug.line, "debug_bypass_present", "a debug bypass for \(debug.hosts.map(\.description).joined(separator: ", ")) is in force until \(RFC3339.format(debug.until)) whenever pinproxy runs with --debug-bypass; remove it when done")

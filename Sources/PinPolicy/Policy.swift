@@ -8,6 +8,8 @@ public struct Policy: Hashable, Sendable {
     public var defaults: PolicyDefaults
     /// `resolve:`: name → addresses, tried before DNS.
     public var resolve: [String: [IPAddress]]
+    /// The line of each `resolve:` entry, for lint warnings about it.
+    public var resolveLines: [String: Int] = [:]
     /// Keys known to be compromised.
     public var deny: [Pin]
     public var pinsets: [String: [PinEntry]]

@@ -30,18 +30,25 @@ public enum PolicyLoader {
     public static func load(yaml: String, source: String, baseDirectory: String = ".",
                             pinFiles: PinFileLoader? = nil) throws(PolicyLoadError) -> Policy {
         let reader = PolicyReader(file: source, baseDirectory: baseDirectory, pinFiles: pinFiles)
+        if let deep = NestingScan.firstTooDeep(yaml) {
+            throw PolicyLoadError([PolicyError(file: source, line: deep.line, column: deep.column,
+                                               message: "the YAML nests deeper than \(NestingScan.limit) levels here; a policy needs about 5, so this is refused before it is parsed")])
+        }
+        // Each duplicate key is reported where it is, and the load goes on to the file's other errors.
+        var duplicates = DuplicateKeys(yaml: yaml, file: source)
         let root: Node?
         do {
-            root = try Yams.compose(yaml: yaml)
+            root = try duplicates.compose()
         } catch {
-            throw PolicyLoadError([reader.yamlError(error)])
+            throw PolicyLoadError(duplicates.errors + [reader.yamlError(error)])
         }
         guard let root else {
             throw PolicyLoadError([PolicyError(file: source, line: 1, column: 1, message: "the policy file is empty; it needs at least 'version: 1' and 'defaults: {unpinned: allow|deny}'")])
         }
         let policy = reader.readPolicy(root)
-        if let policy, reader.errors.isEmpty { return policy }
-        throw PolicyLoadError(reader.errors.sorted { ($0.line, $0.column) < ($1.line, $1.column) })
+        let errors = duplicates.errors + reader.errors.filter { !duplicates.mentionsPlaceholder($0.message) }
+        if let policy, errors.isEmpty { return policy }
+        throw PolicyLoadError(errors.sorted { ($0.line, $0.column) < ($1.line, $1.column) })
     }
 }
 
@@ -63,6 +70,8 @@ final class PolicyReader {
     let baseDirectory: String
     let pinFiles: PinFileLoader?
     private(set) var errors: [PolicyError] = []
+    /// The line of each `resolve:` entry (for `check`'s warnings).
+    private(set) var resolveLines: [String: Int] = [:]
 
     init(file: String, baseDirectory: String, pinFiles: PinFileLoader?) {
         self.file = file
@@ -74,10 +83,36 @@ final class PolicyReader {
 
     func fail(_ node: Node?, _ message: String) {
         let mark = node?.mark
-        errors.append(PolicyError(file: file, line: mark?.line ?? 0, column: mark?.column ?? 0, message: message))
+        errors.append(PolicyError(file: file, line: mark?.line ?? 0, column: mark?.column ?? 0, message: Self.oneLine(message)))
+    }
+
+    /// Messages quote the file's text; `pinproxy check` prints one error per line, so a quoted key
+    /// or value must not break the line or move the terminal's cursor (fuzzing found keys with
+    /// newlines and tabs printed raw). Control characters, line separators and bidirectional
+    /// overrides are written as `\u{…}` escapes (`\n`, `\t`, `\r` by name).
+    static func oneLine(_ message: String) -> String {
+        var out = ""
+        for scalar in message.unicodeScalars {
+            switch scalar {
+            case "\n": out += "\\n"
+            case "\t": out += "\\t"
+            case "\r": out += "\\r"
+            case _ where scalar.properties.generalCategory == .control || scalar.properties.generalCategory == .lineSeparator
+                || scalar.properties.generalCategory == .paragraphSeparator || (0x202a...0x202e).contains(scalar.value)
+                || (0x2066...0x2069).contains(scalar.value):
+                out += "\\u{\(String(scalar.value, radix: 16))}"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
     }
 
     func yamlError(_ error: any Error) -> PolicyError {
+        let raw = rawYamlError(error)
+        return PolicyError(file: raw.file, line: raw.line, column: raw.column, message: Self.oneLine(raw.message))
+    }
+
+    private func rawYamlError(_ error: any Error) -> PolicyError {
         guard let yaml = error as? YamlError else {
             return PolicyError(file: file, line: 0, column: 0, message: "not valid YAML: \(error)")
         }
@@ -86,7 +121,10 @@ final class PolicyReader {
             let names = duplicates.map { "'\($0)'" }.joined(separator: ", ")
             return PolicyError(file: file, line: context.mark.line, column: context.mark.column,
                                message: "duplicate key \(names): each key may appear once in a mapping")
-        case .scanner(_, let problem, let mark, _), .parser(_, let problem, let mark, _), .composer(_, let problem, let mark, _):
+        case .scanner(_, let problem, let mark, let text), .parser(_, let problem, let mark, let text), .composer(_, let problem, let mark, let text):
+            if let tab = Self.indentingTab(near: mark, in: text) {
+                return PolicyError(file: file, line: tab.line, column: tab.column, message: "tabs are not allowed for indentation in YAML; indent with spaces")
+            }
             if problem.contains("undefined alias") {
                 return PolicyError(file: file, line: mark.line, column: mark.column, message: "YAML aliases are not allowed in a policy file")
             }
@@ -96,6 +134,19 @@ final class PolicyReader {
         default:
             return PolicyError(file: file, line: 0, column: 0, message: "not valid YAML: \(yaml)")
         }
+    }
+
+    /// libyaml says "found character that cannot start any token" (or worse) about a tab that
+    /// indents a line; this finds such a tab on the line of the error or the one before it.
+    static func indentingTab(near mark: Mark, in text: String) -> (line: Int, column: Int)? {
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        for number in [mark.line, mark.line - 1] where number >= 1 && number <= lines.count {
+            let indentation = lines[number - 1].prefix { $0 == " " || $0 == "\t" }
+            if let tab = indentation.firstIndex(of: "\t") {
+                return (number, indentation.distance(from: indentation.startIndex, to: tab) + 1)
+            }
+        }
+        return nil
     }
 
     // MARK: shape
@@ -205,6 +256,17 @@ final class PolicyReader {
         return nil
     }
 
+    func boolean(_ node: Node, _ what: String) -> Bool? {
+        guard let text = string(node, what) else { return nil }
+        switch text {
+        case "true": return true
+        case "false": return false
+        default:
+            fail(node, "\(what) must be true or false, not '\(text)'")
+            return nil
+        }
+    }
+
     func date(_ node: Node, _ what: String) -> Date? {
         guard let text = string(node, what) else { return nil }
         guard let date = RFC3339.parse(text) else {
@@ -255,14 +317,20 @@ final class PolicyReader {
             return nil
         }
         let defaults = readDefaults(defaultsNode)
+        if let defaults, defaults.requireKeylog, proxy.keylog == nil,
+           let n = defaultsNode.mapping?.first(where: { $0.key.scalar?.string == "require_keylog" })?.value {
+            fail(n, "defaults.require_keylog is true, but there is no proxy.keylog for clients to write their key lines to; add proxy.keylog: { path: /run/pinproxy/keylog }")
+        }
         let pinsets = top["pinsets"].map(readPinsets) ?? [:]
         let deny = top["deny"].map(readDeny) ?? []
         let rules = top["rules"].map { readRules($0, proxy: proxy, defaults: defaults, pinsets: pinsets) } ?? []
         let debug = top["debug"].flatMap(readDebug)
         let resolve = top["resolve"].map(readResolve) ?? [:]
         guard let defaults else { return nil }
-        return Policy(source: file, proxy: proxy, defaults: defaults, resolve: resolve, deny: deny, pinsets: pinsets,
-                      rules: rules, debug: debug)
+        var policy = Policy(source: file, proxy: proxy, defaults: defaults, resolve: resolve, deny: deny, pinsets: pinsets,
+                            rules: rules, debug: debug)
+        policy.resolveLines = resolveLines
+        return policy
     }
 
     // MARK: proxy
@@ -270,7 +338,8 @@ final class PolicyReader {
     static let proxyKeys = ["listen", "allow_clients", "allowed_ports", "deny_destinations", "dns", "max_tunnels",
                             "max_request_bytes", "header_timeout", "dns_timeout", "connect_timeout",
                             "connect_total_timeout", "probe_timeout", "idle_timeout", "verify_cache_ttl",
-                            "drain_timeout", "log_format", "stats_interval"]
+                            "drain_timeout", "log_format", "stats_interval", "keylog",
+                            "upstream_proxy", "upstream_proxy_credentials_file", "relay"]
 
     func readProxy(_ node: Node) -> ProxySettings {
         var settings = ProxySettings()
@@ -312,10 +381,100 @@ final class PolicyReader {
             settings[keyPath: path] = seconds
         }
         if let n = f["log_format"], let v = choice(n, "proxy.log_format", LogFormat.self, options: [.text, .json]) { settings.logFormat = v }
+        if let n = f["keylog"] { settings.keylog = readKeyLog(n) }
+        settings.upstreamProxy = readUpstreamProxy(f["upstream_proxy"], credentials: f["upstream_proxy_credentials_file"])
+        if let n = f["relay"], let v = choice(n, "proxy.relay", RelayMethod.self, options: [.copy, .splice]) { settings.relay = v }
         for address in settings.listen where !AddressSet.parse(["loopback"])!.contains(address.ip) && !settings.allowClientsExplicit {
             fail(f["listen"], "listening on \(address) (beyond loopback) needs an explicit proxy.allow_clients list, so that pinproxy is never an open proxy by accident")
         }
         return settings
+    }
+
+    /// `proxy.keylog: { path: PATH, wait: DURATION, mode: "0622" }`. The path's directory must be on
+    /// tmpfs or ramfs: the file holds TLS secrets, which must never reach persistent storage.
+    func readKeyLog(_ node: Node) -> KeyLogSettings? {
+        guard let f = fields(node, "proxy.keylog", allowed: ["path", "wait", "mode"]) else { return nil }
+        guard let p = f["path"] else {
+            fail(node, "proxy.keylog needs 'path:', the file clients name in SSLKEYLOGFILE, e.g. /run/pinproxy/keylog")
+            return nil
+        }
+        guard let path = string(p, "proxy.keylog.path") else { return nil }
+        guard path.hasPrefix("/"), path.count > 1, !path.hasSuffix("/") else {
+            fail(p, "proxy.keylog.path must be an absolute file path, such as /run/pinproxy/keylog, not '\(path)'")
+            return nil
+        }
+        var settings = KeyLogSettings(path: path, line: node.mark?.line ?? 0)
+        let directory = String(path[..<path.lastIndex(of: "/")!])
+        switch FileSystemKind.of(directory.isEmpty ? "/" : directory) {
+        case .memory:
+            break
+        case .other(let type):
+            fail(p, "proxy.keylog.path: '\(directory.isEmpty ? "/" : directory)' is not on tmpfs or ramfs (file system type 0x\(String(type, radix: 16))); the key log holds TLS secrets, which must never reach a disk: use a directory under /run or /dev/shm")
+        case .unknown(let code):
+            fail(p, "proxy.keylog.path: cannot check the directory '\(directory)': \(String(cString: strerror(code))) (errno \(code)); it must exist and be on tmpfs")
+        }
+        if let n = f["wait"], let seconds = duration(n, "proxy.keylog.wait") {
+            if seconds <= 0 || seconds > 10 {
+                fail(n, "proxy.keylog.wait must be more than 0 and at most 10s (a pinned TLS 1.3 tunnel holds the server's flight that long)")
+            } else {
+                settings.wait = seconds
+            }
+        }
+        if let n = f["mode"], let text = string(n, "proxy.keylog.mode") {
+            if let mode = UInt32(text, radix: 8), text.count >= 3, text.count <= 4, mode <= 0o777 {
+                if mode & 0o400 == 0 {
+                    fail(n, "proxy.keylog.mode \(text) does not let pinproxy's own user read the file")
+                } else if mode & 0o044 != 0 {
+                    fail(n, "proxy.keylog.mode \(text) lets others read the file, and with it the TLS secrets of every client that writes it; give read to the owner only (e.g. 0622 or 0620)")
+                } else {
+                    settings.mode = mode
+                }
+            } else {
+                fail(n, "proxy.keylog.mode must be octal permission bits such as \"0622\" or \"0620\", not '\(text)'")
+            }
+        }
+        return settings
+    }
+
+    /// `upstream_proxy: http://IP:PORT` and the file its credentials are read from (one line
+    /// `user:password`): credentials never stand in the policy file itself.
+    func readUpstreamProxy(_ node: Node?, credentials: Node?) -> UpstreamProxy? {
+        guard let node else {
+            if let credentials { fail(credentials, "proxy.upstream_proxy_credentials_file needs proxy.upstream_proxy") }
+            return nil
+        }
+        guard let text = string(node, "proxy.upstream_proxy") else { return nil }
+        guard text.hasPrefix("http://") else {
+            fail(node, "proxy.upstream_proxy must be http://IP:PORT (the parent is spoken to in HTTP CONNECT), not '\(text)'")
+            return nil
+        }
+        var rest = String(text.dropFirst(7))
+        if rest.hasSuffix("/") { rest.removeLast() }
+        if rest.contains("@") {
+            fail(node, "proxy.upstream_proxy must not carry credentials; put 'user:password' in a file named by proxy.upstream_proxy_credentials_file")
+            return nil
+        }
+        guard let address = SocketAddress.parse(rest), address.port != 0 else {
+            fail(node, "'\(text)' is not http://IP:PORT, e.g. http://10.0.0.1:3128 or http://[2001:db8::1]:3128 (a name is not accepted: pinproxy would have to resolve it before every CONNECT)")
+            return nil
+        }
+        guard let credentials else { return UpstreamProxy(address: address) }
+        guard let file = string(credentials, "proxy.upstream_proxy_credentials_file").map(path) else { return nil }
+        let bytes: [UInt8]
+        do {
+            bytes = try PlainFile.contents(of: file, limit: 4096)
+        } catch {
+            fail(credentials, "proxy.upstream_proxy_credentials_file: \(error)")
+            return nil
+        }
+        var line = bytes
+        while let last = line.last, last == 0x0a || last == 0x0d { line.removeLast() }
+        guard line.contains(0x3a), line.first != 0x3a, !line.contains(where: { $0 < 0x20 || $0 == 0x7f }) else {
+            // The message never quotes the file: it holds a password.
+            fail(credentials, "proxy.upstream_proxy_credentials_file \(file) must hold one line 'user:password'")
+            return nil
+        }
+        return UpstreamProxy(address: address, authorization: "Basic " + Base64.encode(line))
     }
 
     func addressSet(_ node: Node, _ what: String) -> AddressSet? {
@@ -362,7 +521,7 @@ final class PolicyReader {
     // MARK: defaults
 
     func readDefaults(_ node: Node) -> PolicyDefaults? {
-        guard let f = fields(node, "defaults", allowed: ["unpinned", "trust", "require_backup"]) else { return nil }
+        guard let f = fields(node, "defaults", allowed: ["unpinned", "trust", "require_backup", "require_keylog"]) else { return nil }
         guard let u = f["unpinned"] else {
             fail(node, "defaults.unpinned is required: 'allow' (tunnel hosts no rule matches, unverified) or 'deny' (refuse them)")
             return nil
@@ -374,6 +533,7 @@ final class PolicyReader {
            let v = choice(n, "defaults.require_backup", BackupRequirement.self, options: [.warn, .error, .off]) {
             defaults.requireBackup = v
         }
+        if let n = f["require_keylog"], let v = boolean(n, "defaults.require_keylog") { defaults.requireKeylog = v }
         return defaults
     }
 
@@ -480,6 +640,8 @@ final class PolicyReader {
                 fail(key, "a pinset name uses letters, digits, '-' and '_' only")
                 continue
             }
+            // Yams tells `1:` (an int) from `"1":` (a string), so it lets both through; as names they clash.
+            if sets[name] != nil { fail(key, "pinset '\(name)' is defined twice") }
             let entries = pinEntries(value, "pinset '\(name)'")
             if value.sequence?.isEmpty ?? false { fail(value, "pinset '\(name)' is empty") }
             sets[name] = entries
@@ -493,7 +655,7 @@ final class PolicyReader {
 
     // MARK: rules
 
-    static let ruleKeys = ["host", "ip", "ports", "pins", "pinset", "mode", "trust", "expires", "on_expiry"]
+    static let ruleKeys = ["host", "ip", "ports", "pins", "pinset", "mode", "trust", "expires", "on_expiry", "require_keylog"]
 
     func readRules(_ node: Node, proxy: ProxySettings, defaults: PolicyDefaults?, pinsets: [String: [PinEntry]]) -> [Rule] {
         guard let items = list(node, "rules", example: "[{ host: api.example.com, pins: [...] }]") else { return [] }
@@ -566,12 +728,14 @@ final class PolicyReader {
         let trust = f["trust"].flatMap { self.trust($0, "trust") } ?? defaults?.trust ?? .system
         let expires = f["expires"].flatMap { date($0, "expires") }
         let onExpiry = f["on_expiry"].flatMap { choice($0, "on_expiry", ExpiryBehaviour.self, options: [.enforce, .report]) }
+        let requireKeylog = f["require_keylog"].flatMap { boolean($0, "require_keylog") } ?? defaults?.requireKeylog ?? false
 
         let patternText = pattern?.description ?? "?"
         switch mode {
         case .unpinned:
             if !pins.isEmpty { fail(f["pins"] ?? f["pinset"], "the rule for '\(patternText)' is mode: unpinned, so its pins would never be checked; remove them or use mode: report") }
             if f["trust"] != nil { fail(f["trust"], "the rule for '\(patternText)' is mode: unpinned: no chain is checked, so 'trust' has no effect") }
+            if f["require_keylog"] != nil { fail(f["require_keylog"], "the rule for '\(patternText)' is mode: unpinned: no chain is checked, so 'require_keylog' has no effect") }
         case .enforce, .report:
             if pins.isEmpty && errors.count == errorsBeforePins {
                 fail(node, "the rule for '\(patternText)' has no pins; an \(mode.rawValue) rule needs at least one (pins: or pinset:), or write mode: unpinned to exclude the name")
@@ -589,9 +753,13 @@ final class PolicyReader {
         if expires != nil, mode != .enforce {
             fail(f["expires"], "'expires' applies to enforced rules only (this rule is mode: \(mode.rawValue))")
         }
+        if let n = f["require_keylog"], requireKeylog, proxy.keylog == nil {
+            fail(n, "the rule for '\(patternText)' has require_keylog: true, but there is no proxy.keylog for clients to write their key lines to; add proxy.keylog: { path: /run/pinproxy/keylog }")
+        }
         guard let pattern else { return nil }
+        let effective = mode == .unpinned ? false : requireKeylog
         return Rule(pattern: pattern, ports: ports, mode: mode, trust: trust, pins: pins, pinset: pinsetName,
-                    expires: expires, onExpiry: onExpiry, line: line)
+                    expires: expires, onExpiry: onExpiry, requireKeylog: effective, line: line)
     }
 
     // MARK: debug, resolve
@@ -644,7 +812,114 @@ final class PolicyReader {
             }
             if map[name] != nil { fail(key, "'\(name)' appears twice in resolve (after normalising case and the trailing dot)") }
             map[name] = addresses
+            resolveLines[name] = key.mark?.line ?? 0
         }
         return map
+    }
+}
+
+/// How deep a YAML text nests its collections, found by a scan of the text before Yams composes it.
+/// Yams 6.2.2 compares mapping keys recursively when it checks for duplicates, which costs time
+/// exponential in the nesting; a policy needs about 5 levels, so anything deeper than `limit` is
+/// refused here, before Yams sees it.
+///
+/// The scan counts what YAML nests: flow brackets (`[`, `{`) outside quotes and comments, block
+/// indentation levels, and the `- ` / `? ` markers that open a collection on a line. A level whose
+/// first line starts with `- ` is itself the sequence; a `- ` line at the indentation of a mapping
+/// opens a sequence inside it. Block scalars (`|`, `>`) and quoted text are skipped. For block and
+/// flow styles this is the nesting depth; for exotic text (a multi-line plain scalar indented
+/// deeper) it can only count more, never less.
+struct NestingScan {
+    static let limit = 16
+
+    /// The first line (1-based) and column at which the nesting exceeds `limit`, if any.
+    static func firstTooDeep(_ text: String) -> (line: Int, column: Int)? {
+        // Each block indentation level, and what its first line made it: a sequence (`- `), a
+        // mapping, or neither (a flow collection or a scalar standing alone, counted by its brackets).
+        enum Kind { case sequence, mapping, other }
+        var levels: [(indent: Int, kind: Kind)] = []
+        var blockDepth: Int { levels.count(where: { $0.kind != .other }) }
+        var flowDepth = 0
+        var quote: Character?               // inside a quoted scalar that may span lines
+        var blockScalarParent: Int?         // indentation of the line that opened a block scalar
+        var lineNumber = 0
+        for line in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }) {
+            lineNumber += 1
+            let chars = Array(line)
+            let indent = chars.prefix { $0 == " " }.count
+            let blank = chars.dropFirst(indent).allSatisfy { $0 == " " || $0 == "\t" }
+            if let parent = blockScalarParent {
+                if blank || indent > parent { continue }
+                blockScalarParent = nil
+            }
+            var position = indent
+            var depth = blockDepth          // the block collections around this line's content
+            if quote == nil && flowDepth == 0 {
+                if blank || chars[indent] == "#" { continue }
+                if indent == 0 && (chars.starts(with: Array("---")) || chars.starts(with: Array("...")) || chars[0] == "%") { levels = []; continue }
+                while let last = levels.last, last.indent > indent { levels.removeLast() }
+                var markers = 0
+                while position + 1 < chars.count, chars[position] == "-" || chars[position] == "?", chars[position + 1] == " " {
+                    markers += 1
+                    position += 2
+                    while position < chars.count, chars[position] == " " { position += 1 }
+                }
+                if levels.last?.indent != indent {
+                    let standsAlone = position < chars.count && (chars[position] == "[" || chars[position] == "{" || !isMappingEntry(chars[position...]))
+                    levels.append((indent, markers > 0 ? .sequence : standsAlone ? .other : .mapping))
+                    depth = blockDepth + max(markers - 1, 0)
+                } else {
+                    depth = blockDepth + (levels.last!.kind == .sequence ? max(markers - 1, 0) : markers)
+                }
+                if depth > limit { return (lineNumber, indent + 1) }
+            }
+            var previous: Character = " "
+            while position < chars.count {
+                let c = chars[position]
+                if let open = quote {
+                    if c == open {
+                        if open == "'", position + 1 < chars.count, chars[position + 1] == "'" { position += 1 } else { quote = nil }
+                    } else if open == "\"", c == "\\" {
+                        position += 1
+                    }
+                } else if c == "#" && (previous == " " || previous == "\t") {
+                    break
+                } else if c == "\"" || c == "'" {
+                    if previous == " " || previous == "\t" || "[{,:-?".contains(previous) || position == indent { quote = c }
+                } else if c == "[" || c == "{" {
+                    flowDepth += 1
+                    if depth + flowDepth > limit { return (lineNumber, position + 1) }
+                } else if c == "]" || c == "}" {
+                    flowDepth = max(flowDepth - 1, 0)
+                }
+                previous = c
+                position += 1
+            }
+            // A block scalar header (`key: |`, `- >-`) ends the line: what follows, indented more, is text.
+            if quote == nil, flowDepth == 0 {
+                let content = String(chars[..<min(position, chars.count)]).trimmingCharacters(in: .whitespaces)
+                if let last = content.split(separator: " ").last, let first = last.first, first == "|" || first == ">",
+                   last.dropFirst().allSatisfy({ $0 == "+" || $0 == "-" || $0.isNumber }) {
+                    blockScalarParent = indent
+                }
+            }
+        }
+        return nil
+    }
+
+    /// Whether a line's content (after any `- ` markers) is `key: …` or `key:`, roughly: a colon
+    /// followed by a space or the end, before any comment. A quoted key counts too. Saying yes
+    /// when unsure only counts a level more.
+    private static func isMappingEntry(_ content: ArraySlice<Character>) -> Bool {
+        var previous: Character = " "
+        var index = content.startIndex
+        while index < content.endIndex {
+            let c = content[index]
+            if c == "#" && previous == " " { return false }
+            if c == ":" && (index + 1 == content.endIndex || content[index + 1] == " " || content[index + 1] == "\t") { return true }
+            previous = c
+            index += 1
+        }
+        return false
     }
 }

@@ -35,6 +35,14 @@ public enum LogFormat: String, Hashable, Sendable {
     case text, json
 }
 
+/// `proxy.relay`: how a tunnel's bytes move once the stream check is done with both sides.
+public enum RelayMethod: String, Hashable, Sendable {
+    /// `read`/`write` of up to 256 KiB through one buffer the loop shares.
+    case copy
+    /// `splice(2)` through a pipe per direction, taken from a small pool only while bytes are in flight.
+    case splice
+}
+
 /// `proxy.dns`.
 public struct DNSSettings: Hashable, Sendable {
     public enum Nameservers: Hashable, Sendable {
@@ -48,6 +56,21 @@ public struct DNSSettings: Hashable, Sendable {
     public var hostsFile: String? = "/etc/hosts"
 
     public init() {}
+}
+
+/// `proxy.upstream_proxy`: a parent HTTP proxy that every probe and tunnel CONNECTs through.
+public struct UpstreamProxy: Hashable, Sendable, CustomStringConvertible {
+    public let address: SocketAddress
+    /// The `Proxy-Authorization` value (`Basic …`) made from the credentials file; never logged.
+    public let authorization: String?
+
+    public init(address: SocketAddress, authorization: String? = nil) {
+        self.address = address
+        self.authorization = authorization
+    }
+
+    /// The parent as the config names it, without its credentials.
+    public var description: String { "http://\(address)" }
 }
 
 /// The `proxy:` section, with POLICY.md's defaults. Durations are in seconds.
@@ -71,6 +94,11 @@ public struct ProxySettings: Hashable, Sendable {
     public var drainTimeout: Double = 15
     public var logFormat: LogFormat = .text
     public var statsInterval: Double = 60
+    /// `keylog`: nil when absent (off).
+    public var keylog: KeyLogSettings?
+    /// nil: connect to upstreams directly.
+    public var upstreamProxy: UpstreamProxy?
+    public var relay: RelayMethod = .copy
 
     public init() {}
 }
@@ -88,6 +116,8 @@ public struct PolicyDefaults: Hashable, Sendable {
     public var unpinned: UnpinnedDecision
     public var trust: Trust = .system
     public var requireBackup: BackupRequirement = .warn
+    /// `require_keylog`: refuse a pinned TLS 1.3 tunnel whose client wrote no key line in time.
+    public var requireKeylog = false
 
     public init(unpinned: UnpinnedDecision) { self.unpinned = unpinned }
 }

@@ -61,12 +61,16 @@ public struct Rule: Hashable, Sendable {
     public let pinset: String?
     public let expires: Date?
     public let onExpiry: ExpiryBehaviour?
+    /// `require_keylog` of the rule, or of `defaults` when the rule does not say: a pinned TLS 1.3
+    /// tunnel whose client wrote no key line within `proxy.keylog.wait` is refused (`keylog_missing`)
+    /// instead of relayed `probe-only`.
+    public let requireKeylog: Bool
     /// Line of the rule in the policy file.
     public let line: Int
 
     public init(pattern: RulePattern, ports: [UInt16]? = nil, mode: RuleMode = .enforce, trust: Trust = .system,
                 pins: [PinEntry] = [], pinset: String? = nil, expires: Date? = nil, onExpiry: ExpiryBehaviour? = nil,
-                line: Int = 0) {
+                requireKeylog: Bool = false, line: Int = 0) {
         self.pattern = pattern
         self.ports = ports
         self.mode = mode
@@ -75,6 +79,7 @@ public struct Rule: Hashable, Sendable {
         self.pinset = pinset
         self.expires = expires
         self.onExpiry = onExpiry
+        self.requireKeylog = requireKeylog
         self.line = line
     }
 

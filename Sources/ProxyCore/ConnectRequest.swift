@@ -58,7 +58,7 @@ public struct ConnectRequest: Hashable, Sendable {
 
         let headers = lines.dropFirst()
         guard headers.count <= maxHeaders else { return .failure(.tooManyHeaders) }
-        var hosts: [String] = []
+        var hostHeaders = 0
         for line in headers {
             if line.first == 0x20 || line.first == 0x09 { return .failure(.malformed("obsolete header line folding is not accepted")) }
             guard let colon = line.firstIndex(of: 0x3a), colon > line.startIndex,
@@ -69,24 +69,14 @@ public struct ConnectRequest: Hashable, Sendable {
             guard value.allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7f) }) else {
                 return .failure(.malformed("a header value has control bytes"))
             }
-            if String(decoding: line[..<colon], as: UTF8.self).lowercased() == "host" {
-                hosts.append(String(decoding: value, as: UTF8.self).trimmingSpacesAndTabs)
-            }
+            if String(decoding: line[..<colon], as: UTF8.self).lowercased() == "host" { hostHeaders += 1 }
         }
-        // Host is optional (Python's http.client sends none with HTTP/1.0); when present it must name
-        // the CONNECT target, so no later stage can be confused about which host this tunnel is for.
-        if hosts.count > 1 { return .failure(.malformed("more than one Host header")) }
-        if let host = hosts.first, !hostHeader(host, names: authority) {
-            return .failure(.malformed("the Host header '\(host)' does not match the CONNECT target \(authority)"))
-        }
+        // The request-target alone names the tunnel (RFC 9110 §9.3.6); the Host header decides
+        // nothing. Node's documented CONNECT pattern sends `Host: <the proxy's address>`, and Squid
+        // and tinyproxy accept it, so its value is ignored. Two Host headers are still a 400 (RFC
+        // 9112 §3.2): a request that says two things at once is not one we half-understand.
+        if hostHeaders > 1 { return .failure(.malformed("more than one Host header")) }
         return .success(ConnectRequest(authority: authority, version: version, headerCount: headers.count))
-    }
-
-    /// `Host: name` or `Host: name:port` equal to the target after normalisation.
-    static func hostHeader(_ value: String, names authority: Authority) -> Bool {
-        if case .success(let a) = Authority.parse(value) { return a == authority }
-        if case .success(let t) = Authority.parseHost(value) { return t == authority.target }
-        return false
     }
 
     static func split(_ bytes: [UInt8]) -> [ArraySlice<UInt8>] {

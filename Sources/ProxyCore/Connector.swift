@@ -5,6 +5,10 @@ import PinPolicy
 /// Opens a TCP connection to the first address that accepts, in order, with a per-address and a
 /// total deadline. Only a *connect* failure moves on to the next address; running out of file
 /// descriptors ends the attempt at once, because the next address would need one too.
+///
+/// With a `ParentHop`, the one address is the parent proxy's: once connected, the Connector sends
+/// the hop's CONNECT and hands over the socket only when the parent answers 2xx (within the total
+/// deadline), so what the caller gets is a byte stream to the target either way.
 final class Connector {
     enum Outcome {
         case connected(fd: Int32, address: SocketAddress)
@@ -22,6 +26,7 @@ final class Connector {
     private var event: OpaquePointer?
     /// How each address failed, in order.
     private var failures: [(address: SocketAddress, failure: Failure)] = []
+    private let hop: ParentHop?
 
     private enum Failure {
         case timedOut
@@ -37,7 +42,9 @@ final class Connector {
         }
     }
 
-    init(loop: EventLoop, addresses: [SocketAddress], perAddress: Double, total: Double, completion: @escaping (Outcome) -> Void) {
+    init(loop: EventLoop, addresses: [SocketAddress], perAddress: Double, total: Double, through hop: ParentHop? = nil,
+         completion: @escaping (Outcome) -> Void) {
+        self.hop = hop
         self.loop = loop
         self.remaining = addresses
         self.perAddress = perAddress
@@ -110,6 +117,11 @@ final class Connector {
             clear(closing: true)
             return tryNext()
         }
+        if let hop { return askParent(hop, address: address) }
+        handOver(address)
+    }
+
+    private func handOver(_ address: SocketAddress) {
         let connected = fd
         fd = -1
         clear(closing: false)
@@ -117,6 +129,52 @@ final class Connector {
         let done = completion
         completion = nil
         done?(.connected(fd: connected, address: address))
+    }
+
+    /// Sends the CONNECT to the parent, then waits for its answer head.
+    private func askParent(_ hop: ParentHop, address: SocketAddress) {
+        if let event { event_free(event) }
+        event = nil
+        let request = hop.request
+        let sent = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        guard sent == request.count else {  // a fresh socket's buffer takes a few hundred bytes whole
+            let code = errno
+            clear(closing: true)
+            return fail(hop.failure(sent < 0 ? errnoText(code) : "it did not take the request"))
+        }
+        event = event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), { _, what, ctx in
+            let connector = Unmanaged<Connector>.fromOpaque(ctx!).takeUnretainedValue()
+            withExtendedLifetime(connector) { connector.onParentAnswer(timedOut: what & Int16(EV_TIMEOUT) != 0) }
+        }, Unmanaged.passUnretained(self).toOpaque())
+        var tv = max(0.001, deadline.timeIntervalSinceNow).timeval
+        event_add(event, &tv)
+    }
+
+    /// Reads the parent's answer head without taking a byte past it (peek, then consume exactly
+    /// the head): whatever follows belongs to the tunnel.
+    private func onParentAnswer(timedOut: Bool) {
+        guard let hop, let address = current else { return }
+        func failed(_ refusal: Refusal) {
+            clear(closing: true)
+            fail(refusal)
+        }
+        if timedOut { return failed(hop.failure("no answer within connect_total_timeout")) }
+        var peeked = [UInt8](repeating: 0, count: ParentHop.maxAnswerBytes)
+        let n = peeked.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_PEEK)) }
+        if n < 0 && (errno == EAGAIN || errno == EINTR) { return }
+        if n < 0 { return failed(hop.failure(errnoText(errno))) }
+        if n == 0 { return failed(hop.failure("it closed the connection without an answer")) }
+        guard let length = peeked.withUnsafeBytes({ ConnectRequest.headLength(in: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }) else {
+            if n == peeked.count { return failed(hop.failure("its answer head is over \(ParentHop.maxAnswerBytes) bytes")) }
+            return  // more to come
+        }
+        let head = Array(peeked[0..<length])
+        _ = peeked.withUnsafeMutableBytes { recv(fd, $0.baseAddress, length, 0) }
+        switch ParentHop.parse(answer: head) {
+        case .established: handOver(address)
+        case .refused(let status, let phrase): failed(hop.refusal(status: status, phrase: phrase))
+        case .malformed(let why): failed(hop.failure(why))
+        }
     }
 
     /// Calls back with `refusal`, or with how the addresses failed (refused or timed out).

@@ -6,6 +6,8 @@ import Synchronization
 /// bufferevents) is used only from that thread.
 final class EventLoop {
     let base: OpaquePointer
+    /// What the fast relays on this loop share (one scratch block, idle pipes).
+    let relayShared = RelayShared()
 
     /// libevent must be told about pthreads before the first base exists, or a loopbreak from
     /// another thread is unsafe.

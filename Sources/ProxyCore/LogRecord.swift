@@ -135,16 +135,31 @@ public struct LogSink: Sendable {
     let writer: LogWriter
 
     /// - Parameter queueBytes: the writer's bound in bytes; nil for `LogWriter.defaultCapacity`.
+    /// When `fd` is the journal's stream (`JOURNAL_STREAM`) and journald's socket is there, records
+    /// go to the journal as native entries with their priority and fields instead (without the
+    /// socket, lines on the stream still reach the journal, only without fields).
     public init(format: LogFormatChoice, fd: Int32 = 2, minimumLevel: Logger.Level = .info, queueBytes: Int? = nil) {
         self.format = format
         self.fd = fd
         self.minimumLevel = minimumLevel
-        self.writer = LogWriter(fd: fd, format: format, capacity: queueBytes ?? LogWriter.defaultCapacity)
+        let destination: LogDestination
+        if Journal.stderrIsJournal(fd: fd), Journal.isSocket(Journal.socketPath()), let socket = JournalSocket(path: Journal.socketPath()) {
+            destination = .journal(socket)
+        } else {
+            destination = .stream(fd: fd, format: format)
+        }
+        self.writer = LogWriter(destination: destination, capacity: queueBytes ?? LogWriter.defaultCapacity)
+    }
+
+    /// Whether records go to the journal's socket rather than to `fd`.
+    public var isJournal: Bool {
+        if case .journal = writer.destination { return true }
+        return false
     }
 
     public func emit(_ record: LogRecord) {
         guard record.level >= minimumLevel else { return }
-        writer.enqueue(record.line(format, at: Date()))
+        writer.enqueue(writer.destination.render(record, at: Date()))
     }
 
     /// Waits (at most `timeout` seconds) until the lines emitted so far are written; call it before
@@ -159,21 +174,32 @@ public enum LogFormatChoice: String, Sendable {
     case text, json
 }
 
-/// The order of keys in a line: the identity of the connection first, the decision, then the
-/// evidence. Keys not listed follow in alphabetical order.
+/// The order of keys in a line: what an operator scans for first (the target, the reason, the
+/// verdict and what to do about it) right after `ts level event`, so `journalctl` and a pager show
+/// it without scrolling; then the identity of the connection, the decision's details and the
+/// evidence. Keys not listed follow in alphabetical order; the expected pins and the chain, the
+/// longest values, come last.
 enum LogKeys {
     static let order = [
-        "source", "listen", "accepted", "active_sessions", "tunnels", "allowed", "refused", "bypassed", "unpinned_total",
-        "rejected", "closed", "conn", "client", "host", "port", "address", "sni", "tls", "probe_tls", "key_proof", "rule", "rule_line", "mode", "trust",
-        "verdict", "reason", "stage", "would_refuse", "bypass", "bypass_until", "status", "detail", "pin", "pin_label",
+        "host", "port", "reason", "verdict", "hint",
+        "source", "version", "listen", "accepted", "active_sessions", "tunnels", "allowed", "refused", "bypassed", "unpinned_total",
+        "rejected", "closed", "conn", "client", "address", "sni", "tls", "probe_tls", "key_proof", "rule", "rule_line", "mode", "trust",
+        "stage", "would_refuse", "bypass", "bypass_until", "status", "detail", "pin", "pin_label",
         "pin_at", "pin_position", "denylisted_pin", "leaf_subject", "leaf_issuer", "leaf_not_after",
-        "bytes_up", "bytes_down", "duration_ms", "verify", "close_reason", "chain", "expected", "hint",
+        "bytes_up", "bytes_down", "duration_ms", "verify", "relay", "close_reason",
     ]
+    /// After every other key, in this order.
+    static let last = ["expected", "chain"]
     static let objectOrder = ["position", "spki", "cert", "subject", "issuer", "not_after", "anchor", "pin", "at", "label"]
 
-    static func sorted<V>(_ pairs: [(String, V)], by order: [String]) -> [(String, V)] {
-        pairs.sorted { a, b in
-            let ra = order.firstIndex(of: a.0) ?? Int.max, rb = order.firstIndex(of: b.0) ?? Int.max
+    static func sorted<V>(_ pairs: [(String, V)], by order: [String], last: [String] = []) -> [(String, V)] {
+        func rank(_ key: String) -> Int {
+            if let index = order.firstIndex(of: key) { return index }
+            if let index = last.firstIndex(of: key) { return order.count + 1 + index }
+            return order.count  // unlisted: between the listed keys and the last ones
+        }
+        return pairs.sorted { a, b in
+            let ra = rank(a.0), rb = rank(b.0)
             return ra != rb ? ra < rb : a.0 < b.0
         }
     }
@@ -190,7 +216,7 @@ extension LogRecord {
     /// The record a handler rebuilds from swift-log metadata, in the canonical key order.
     init(level: Logger.Level, event: String, metadata: Logger.Metadata) {
         let fields = metadata.map { ($0.key, LogValue(metadata: $0.value)) }
-        self.init(level, event, LogKeys.sorted(fields, by: LogKeys.order))
+        self.init(level, event, LogKeys.sorted(fields, by: LogKeys.order, last: LogKeys.last))
     }
 }
 

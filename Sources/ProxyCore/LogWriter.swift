@@ -1,8 +1,8 @@
 import Foundation
-import Synchronization
 
-/// Writes log lines to a file descriptor from a thread of its own, so that a log reader that stalls
-/// (a full stderr pipe) never blocks the event loop.
+/// Writes log lines to a file descriptor (or entries to the journal's socket) from a thread of its
+/// own, so that a log reader that stalls (a full stderr pipe, a busy journald) never blocks the
+/// event loop.
 ///
 /// The loop thread renders a line and calls `enqueue`, which never blocks: it holds a mutex for a
 /// few assignments and signals a semaphore. The writer thread does the blocking `write(2)`, one line
@@ -55,20 +55,27 @@ final class LogWriter: Sendable {
         }
     }
 
-    let fd: Int32
-    let format: LogFormatChoice
+    let destination: LogDestination
+    /// The journal's socket once more, as a plain reference: inside `LogDestination`, a
+    /// multi-payload enum, Swift keeps the case's tag in the reference's spare bits, where
+    /// LeakSanitizer does not recognise a pointer and reported the live socket as leaked.
+    private let journalSocket: JournalSocket?
     let capacity: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Signalled on every enqueue; the writer drains the whole queue per wake, so extra signals only
     /// cost it a look at an empty queue.
     private let wake = DispatchSemaphore(value: 0)
     /// Signalled after each entry while someone waits in `flush`.
     private let progress = DispatchSemaphore(value: 0)
 
-    init(fd: Int32, format: LogFormatChoice, capacity: Int = LogWriter.defaultCapacity) {
+    convenience init(fd: Int32, format: LogFormatChoice, capacity: Int = LogWriter.defaultCapacity) {
+        self.init(destination: .stream(fd: fd, format: format), capacity: capacity)
+    }
+
+    init(destination: LogDestination, capacity: Int = LogWriter.defaultCapacity) {
         precondition(capacity > 0, "a log queue needs room for at least one byte")
-        self.fd = fd
-        self.format = format
+        self.destination = destination
+        if case .journal(let socket) = destination { journalSocket = socket } else { journalSocket = nil }
         self.capacity = capacity
         let thread = Thread { [self] in writeLoop() }
         thread.name = "pinproxy-log"
@@ -181,17 +188,25 @@ final class LogWriter: Sendable {
     }
 
     private func droppedLine(_ count: Int) -> [UInt8] {
-        LogRecord(.warning, "log_lines_dropped", [("dropped", .int(count))]).line(format, at: Date())
+        destination.render(LogRecord(.warning, "log_lines_dropped", [("dropped", .int(count))]), at: Date())
+    }
+
+    /// One rendered record to its destination; false when it could not be delivered.
+    private func writeLine(_ bytes: [UInt8]) -> Bool {
+        switch destination {
+        case .stream(let fd, _): return write(bytes, to: fd)
+        case .journal(let socket): return socket.send(bytes)
+        }
     }
 
     /// One line with blocking `write(2)`: EINTR retried, a short write continued, EAGAIN (a reader
     /// that handed us a non-blocking pipe) waited out with poll. False when the line could not be
     /// written: the reader is gone (EPIPE), stderr is closed (EBADF; dropping is all a logger can
     /// do about that), or the descriptor failed otherwise.
-    private func writeLine(_ bytes: [UInt8]) -> Bool {
+    private func write(_ bytes: [UInt8], to fd: Int32) -> Bool {
         var offset = 0
         while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
             if n >= 0 {
                 offset += n
                 continue
@@ -210,9 +225,40 @@ final class LogWriter: Sendable {
     }
 }
 
+/// Where a writer's thread delivers records: a byte stream (stderr) as text or JSON lines, or the
+/// journal's socket as native-protocol datagrams (when stderr is the journal).
+enum LogDestination: Sendable {
+    case stream(fd: Int32, format: LogFormatChoice)
+    case journal(JournalSocket)
+
+    /// The bytes one record becomes at this destination.
+    func render(_ record: LogRecord, at time: Date) -> [UInt8] {
+        switch self {
+        case .stream(_, let format): return record.line(format, at: time)
+        case .journal: return record.journalDatagram()
+        }
+    }
+}
+
 extension LogRecord {
     /// The record as one line of bytes in the chosen format, newline included.
     func line(_ format: LogFormatChoice, at time: Date) -> [UInt8] {
         Array(((format == .json ? json(at: time) : text(at: time)) + "\n").utf8)
+    }
+}
+
+/// A value shared by the loop and the writer thread, behind a pthread mutex (NSLock). Not
+/// `Synchronization.Mutex`: its lock lives in a library ThreadSanitizer cannot see, so TSan reported
+/// every access as a race; this lock it checks.
+final class Locked<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
     }
 }

@@ -47,6 +47,17 @@ public enum OneShotProbe {
 
         if let connectTo {
             probeAddresses(connectTo)
+        } else if let parent = settings.upstreamProxy {
+            // Behind a parent proxy, as the proxy itself probes: the parent resolves the name.
+            let key = ProbeHub.Key(serverName: serverName, port: authority.port, addresses: authority.target.ipValue.map { [$0] } ?? [],
+                                   parent: ParentHop(parent: parent, target: authority))
+            waiter = probes?.probe(key, settings: settings) { result in
+                switch result.outcome {
+                case .failed(let refusal): finish(.failure(Failure(description: refusal.detail)))
+                case .chain(let certificates, let proof):
+                    finish(.success(Seen(presented: certificates, address: result.address!, tlsVersion: result.tlsVersion, proof: proof)))
+                }
+            }
         } else {
             switch authority.target {
             case .ip(let ip): probeAddresses([ip])

@@ -57,13 +57,18 @@ public final class PolicySnapshot: Sendable {
     }
 }
 
-/// Concurrent CONNECTs to the same target and addresses share one probe in flight. What is shared
-/// is only what the server presented; every waiter validates and decides under its own snapshot.
+/// Concurrent CONNECTs to the same target and addresses share one probe in flight, and a CONNECT
+/// within `verify_cache_ttl` of a probe that saw a chain reuses what it saw instead of a new
+/// handshake. What is shared is only what the server presented and proved; every CONNECT validates
+/// and decides under its own snapshot (a cache of facts, never of verdicts), and the stream check
+/// still judges the tunnel's own chain.
 final class ProbeHub {
     struct Key: Hashable {
         let serverName: String?
         let port: UInt16
         let addresses: [IPAddress]
+        /// Through the parent proxy: its CONNECT for the target (then `addresses` are not dialled).
+        var parent: ParentHop? = nil
     }
 
     final class Waiter {
@@ -81,12 +86,23 @@ final class ProbeHub {
     private let loop: EventLoop
     private let context = ProbeTLSContext()
     private var flights: [Key: Flight] = [:]
+    private var cache = ProbeCache(capacity: 4096)
     private(set) var started = 0
+    /// CONNECTs answered from the cache.
+    private(set) var cacheHits = 0
 
     init(loop: EventLoop) { self.loop = loop }
 
+    /// Calls back with a chain a probe saw within `verify_cache_ttl` at once (inside this call), or
+    /// once the probe in flight for `key` (started now if none) ends.
     func probe(_ key: Key, settings: ProxySettings, _ callback: @escaping (ProbeResult) -> Void) -> Waiter {
         let waiter = Waiter()
+        if settings.verifyCacheTTL > 0, var cached = cache.lookup(key, at: .now, storedWithin: .milliseconds(Int(settings.verifyCacheTTL * 1000))) {
+            cacheHits += 1
+            cached.cached = true
+            callback(cached)
+            return waiter
+        }
         waiter.callback = callback
         if let flight = flights[key] {
             flight.waiters.append(waiter)
@@ -96,15 +112,18 @@ final class ProbeHub {
         flight.waiters = [waiter]
         flights[key] = flight
         started += 1
-        let addresses = key.addresses.map { SocketAddress(ip: $0, port: key.port) }
+        let addresses = key.parent.map { [$0.parent.address] } ?? key.addresses.map { SocketAddress(ip: $0, port: key.port) }
         flight.connector = Connector(loop: loop, addresses: addresses, perAddress: settings.connectTimeout,
-                                     total: settings.connectTotalTimeout) { [unowned self] outcome in
+                                     total: settings.connectTotalTimeout, through: key.parent) { [unowned self] outcome in
             switch outcome {
             case .failed(let refusal):
                 deliver(key, ProbeResult(outcome: .failed(refusal), address: nil, tlsVersion: ""))
             case .connected(let fd, let address):
                 flight.probe = Probe(loop: loop, context: context, fd: fd, address: address, serverName: key.serverName,
                                      timeout: settings.probeTimeout) { [unowned self] result in
+                    if case .chain = result.outcome, settings.verifyCacheTTL > 0 {
+                        cache.store(result, for: key, at: .now, until: .now + .milliseconds(Int(settings.verifyCacheTTL * 1000)))
+                    }
                     deliver(key, result)
                 }
             }
@@ -120,4 +139,40 @@ final class ProbeHub {
             callback?(result)
         }
     }
+}
+
+/// What probes saw, per target, addresses, SNI and parent hop, until each entry's deadline: bounded,
+/// the oldest entry goes first. Only chains whose server proved its key are kept.
+struct ProbeCache {
+    private var entries: [ProbeHub.Key: (result: ProbeResult, at: ContinuousClock.Instant, until: ContinuousClock.Instant, stored: Int)] = [:]
+    /// Keys in the order they were stored, with the store they belong to: an entry replaced or
+    /// expired since leaves a stale pair behind, skipped when it reaches the front.
+    private var order: [(key: ProbeHub.Key, stored: Int)] = []
+    private var stores = 0
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    /// The entry for `key` if it is still valid and was stored within `ttl` (the TTL in force now:
+    /// a reload that shortens `verify_cache_ttl` applies to what is already cached).
+    mutating func lookup(_ key: ProbeHub.Key, at now: ContinuousClock.Instant, storedWithin ttl: Duration) -> ProbeResult? {
+        guard let entry = entries[key] else { return nil }
+        guard now < entry.until, now - entry.at < ttl else {
+            entries[key] = nil
+            return nil
+        }
+        return entry.result
+    }
+
+    mutating func store(_ result: ProbeResult, for key: ProbeHub.Key, at now: ContinuousClock.Instant, until: ContinuousClock.Instant) {
+        stores += 1
+        entries[key] = (result, now, until, stores)
+        order.append((key, stores))
+        while entries.count > capacity || order.count > 2 * capacity, !order.isEmpty {
+            let oldest = order.removeFirst()
+            if entries[oldest.key]?.stored == oldest.stored { entries[oldest.key] = nil }
+        }
+    }
+
+    var count: Int { entries.count }
 }

@@ -17,6 +17,8 @@ struct ProbeResult {
     let address: SocketAddress?
     /// `TLSv1.3`, `TLSv1.2`, or empty when no handshake happened.
     let tlsVersion: String
+    /// Taken from the verification cache rather than a handshake made for this CONNECT.
+    var cached = false
 }
 
 /// One TLS handshake over a connected socket; calls back once.

@@ -26,6 +26,8 @@ public final class Proxy {
     struct Counters {
         var accepted = 0, rejected = 0, refused = 0, allowed = 0, bypassed = 0, unpinned = 0, closed = 0
         var bytesUp = 0, bytesDown = 0
+        /// Open tunnels a reload's policy refused.
+        var closedByReload = 0
         var liveSessionObjects = 0
 
         mutating func count(decision verdict: Verdict?) {
@@ -45,8 +47,9 @@ public final class Proxy {
                 refused += 1
                 bytesUp += tunnel.bytesUp
                 bytesDown += tunnel.bytesDown
-            case .closed(_, let tunnel):
+            case .closed(let reason, let tunnel):
                 closed += 1
+                if case .policyReload = reason { closedByReload += 1 }
                 bytesUp += tunnel.bytesUp
                 bytesDown += tunnel.bytesDown
             }
@@ -69,6 +72,8 @@ public final class Proxy {
     var counters = Counters()
     private var signals: [SignalWatcher] = []
     private var statsTimer: Timer?
+    /// `stats` lines only when a counter moved (and hourly): an idle proxy's log stays quiet.
+    private var statsGate = StatsGate()
     private var drainTimer: Timer?
     private var expiryReported: [Int: Date] = [:]
     private var acceptPause: Timer?
@@ -89,6 +94,14 @@ public final class Proxy {
         signal(SIGPIPE, SIG_IGN)
         let messages = logger
         libeventMessages.withLock { $0 = { messages.emit(LogRecord(.warning, "libevent", [("detail", .string($0))])) } }
+        // The key log first: a start that fails on it leaves no listener behind.
+        if let settings = snapshot.policy.proxy.keylog {
+            do {
+                keyLog = try KeyLogIntake(loop: loop, settings: settings, maxWatches: snapshot.policy.proxy.maxTunnels)
+            } catch {
+                throw StartError.keyLog(error.description)
+            }
+        }
         let inherited = SocketActivation.inheritedSockets()
         if !inherited.isEmpty && options.listen == nil {
             for fd in inherited { try adopt(fd) }
@@ -97,12 +110,18 @@ public final class Proxy {
         }
     }
 
+    /// `proxy.keylog`'s intake, when configured: made at start, kept across reloads (a new path or
+    /// mode needs a restart). The stream check asks it for a TLS 1.3 tunnel's server secrets.
+    private(set) var keyLog: KeyLogIntake?
+
     public enum StartError: Error, CustomStringConvertible {
         case cannotListen(SocketAddress, String)
         case openProxy(SocketAddress)
         case notAListeningSocket(Int32)
+        case keyLog(String)
         public var description: String {
             switch self {
+            case .keyLog(let why): return why
             case .notAListeningSocket(let fd): return "fd \(fd) from socket activation is not an IP socket"
             case .cannotListen(let a, let why): return "cannot listen on \(a): \(why)"
             case .openProxy(let a):
@@ -171,10 +190,11 @@ public final class Proxy {
             watchdogTimer = Timer(loop: loop, after: interval, repeating: true) { [unowned self] in systemd.notify("WATCHDOG=1") }
         }
         loop.run()
+        keyLog?.stop()
         watchdogTimer = nil
         trimTimer = nil
         closeListeners()
-        logger.emit(LogRecord(.info, "stopped", statsFields()))
+        logger.emit(LogRecord(.info, "stopped", statsFields() + [("version", .string(BuildInfo.version))]))
         signals = []  // libevent puts back the handlers it found: the default, which would kill us
         // We are exiting already; a second SIGTERM (a supervisor's) must not turn the bounded
         // log flush that follows into a death by signal.
@@ -293,11 +313,58 @@ public final class Proxy {
         defer { systemd.notify("READY=1\nSTATUS=\(statusLine())") }
         do {
             let fresh = try load()
+            let previous = snapshot.policy
+            let diff = PolicyDiff(from: previous, to: fresh.policy)
             snapshot = fresh
-            logger.emit(LogRecord(.info, "policy_reloaded", policyFields(fresh.policy)))
+            // Open tunnels are judged again on the chains already verified for them: a key just
+            // deny-listed or a pin removed closes its tunnels now, not when they end.
+            // A session verified under the old rules, pins or deny list is not verified under new
+            // ones, and the ledger keeps no chain to judge again: it starts empty (a client that
+            // resumes one is refused once, then makes a full handshake). Other edits keep it.
+            let old = previous, new = fresh.policy
+            if old.rules != new.rules || old.deny != new.deny || old.pinsets != new.pinsets || old.defaults != new.defaults {
+                resumptions.forgetAll()
+            }
+            let open = Array(sessions.values)
+            let before = counters.closedByReload
+            for session in open { session.rejudge(under: fresh) }
+            var fields = policyFields(fresh.policy)
+            fields += [("changes", .string(diff.summary)), ("tunnels_checked", .int(open.count)),
+                       ("tunnels_closed", .int(counters.closedByReload - before))]
+            logger.emit(LogRecord(.info, "policy_reloaded", fields))
             logLint(fresh.policy)
+            logRestartNeeded(from: previous, to: fresh.policy)
+            if let keyLog, let settings = fresh.policy.proxy.keylog { keyLog.wait = settings.wait }
         } catch {
             logger.emit(LogRecord(.error, "policy_reload_failed", [("detail", .string("\(error)")), ("hint", .string("the previous policy stays in force; fix the file and send SIGHUP again"))]))
+        }
+    }
+
+    /// What a reload read but cannot apply to the running process: the sockets, the resolver and the
+    /// key-log file stay as they were made at start. One `restart_required` line per setting, so it is
+    /// not missed. (`allow_clients` is not among them: each accept reads it from the snapshot in force.)
+    private func logRestartNeeded(from old: Policy, to new: Policy) {
+        var changed: [(String, String)] = []
+        if old.proxy.listen != new.proxy.listen && options.listen == nil {
+            changed.append(("proxy.listen", "pinproxy keeps listening on \(boundAddresses.map(\.description).joined(separator: ","))"))
+        }
+        if old.proxy.dns != new.proxy.dns { changed.append(("proxy.dns", "pinproxy keeps the resolver it started with")) }
+        let running = keyLog?.settings
+        switch (running, new.proxy.keylog) {
+        case (nil, nil):
+            break
+        case (let running?, let wanted) where running.needsRestart(comparedTo: wanted):
+            let what = wanted.map { "now \($0.path) mode \($0.modeText)" } ?? "now absent"
+            changed.append(("proxy.keylog", "pinproxy keeps following \(running.path) (mode \(running.modeText)), \(what)"))
+        case (nil, let wanted?):
+            changed.append(("proxy.keylog", "pinproxy follows no key log; \(wanted.path) is read only after a restart, so TLS 1.3 tunnels stay probe-only (or refused under require_keylog) until then"))
+        default:
+            break
+        }
+        for (key, detail) in changed {
+            logger.emit(LogRecord(.warning, "restart_required", [("setting", .string(key)),
+                                                                  ("detail", .string("\(key) changed: \(detail) until it restarts")),
+                                                                  ("hint", .string("restart pinproxy (systemctl restart pinproxy) to apply \(key)"))]))
         }
     }
 
@@ -312,8 +379,10 @@ public final class Proxy {
             ("rules", .int(policy.rules.count)), ("pinsets", .int(policy.pinsets.count)),
             ("unpinned", .string(policy.defaults.unpinned.rawValue)), ("trust", .string(policy.defaults.trust.description)),
             ("max_tunnels", .int(policy.proxy.maxTunnels)), ("debug_bypass", .string(bypassState(policy))),
+            ("keylog", .string(keyLog.map { $0.settings.path } ?? "off")),
         ]
         fields.append(("pid", .int(Int(getpid()))))
+        fields.append(("version", .string(BuildInfo.version)))
         logger.emit(LogRecord(.info, "started", fields))
         if bypassState(policy) == "inert_without_flag" {
             logger.emit(LogRecord(.notice, "debug_bypass_inert", [
@@ -351,7 +420,8 @@ public final class Proxy {
         let interval = snapshot.policy.proxy.statsInterval
         guard interval > 0 else { return }
         statsTimer = Timer(loop: loop, after: interval, repeating: true) { [unowned self] in
-            logger.emit(LogRecord(.info, "stats", statsFields()))
+            let fields = statsFields()
+            if statsGate.shouldLog(fields, at: ContinuousClock.now) { logger.emit(LogRecord(.info, "stats", fields)) }
             systemd.notify("STATUS=\(statusLine())")
         }
     }
@@ -365,8 +435,16 @@ public final class Proxy {
         [("accepted", .int(counters.accepted)), ("active_sessions", .int(sessions.count)), ("tunnels", .int(tunnels)),
          ("allowed", .int(counters.allowed)), ("refused", .int(counters.refused)), ("bypassed", .int(counters.bypassed)),
          ("unpinned_total", .int(counters.unpinned)), ("rejected", .int(counters.rejected)), ("closed", .int(counters.closed)),
-         ("bytes_up", .int(counters.bytesUp)), ("bytes_down", .int(counters.bytesDown)), ("probes", .int(probes.started)),
-         ("live_session_objects", .int(counters.liveSessionObjects))]
+         ("bytes_up", .int(counters.bytesUp)), ("bytes_down", .int(counters.bytesDown)), ("probes", .int(probes.started)), ("probe_cache_hits", .int(probes.cacheHits)),
+         ("live_session_objects", .int(counters.liveSessionObjects))] + keyLogFields()
+    }
+
+    /// The key-log intake's counters (all 0 without `proxy.keylog`, so the keys are always there).
+    private func keyLogFields() -> [(String, LogValue)] {
+        let c = keyLog?.counters ?? KeyLogBook.Counters()
+        return [("keylog_lines", .int(c.lines)), ("keylog_kept", .int(c.kept)), ("keylog_dropped", .int(c.dropped)),
+                ("keylog_unparsable", .int(c.unparsable)), ("keylog_too_long", .int(c.tooLong)),
+                ("keylog_watches", .int(keyLog?.watchCount ?? 0)), ("keylog_watches_refused", .int(c.watchesRefused))]
     }
 
     /// Warnings the probe revealed; a rule past its `expires` is reported at error level once an hour.

@@ -18,6 +18,12 @@ public enum NetworkRefusal: String, Hashable, Sendable, CaseIterable {
     case tlsProtocolError = "tls_protocol_error"
     case probeTimeout = "probe_timeout"
     case internalError = "internal_error"
+    /// The client spoke TLS to the proxy (`HTTPS_PROXY=https://…`).
+    case tlsToProxy = "tls_to_proxy"
+    /// The client spoke SOCKS 4 or 5 to the proxy (`socks5h://…`).
+    case socksToProxy = "socks_to_proxy"
+    /// The parent proxy (`proxy.upstream_proxy`) refused or failed the CONNECT.
+    case upstreamProxyRefused = "upstream_proxy_refused"
 }
 
 /// What the client is told when pinproxy will not open a tunnel: a status and a reason phrase that
@@ -41,10 +47,24 @@ public struct Refusal: Hashable, Sendable {
     public let code: Code
     /// One sentence for the client body and the log's `detail` (never the expected pins).
     public let detail: String
+    /// What the client is sent instead of an HTTP response, for a client that does not speak HTTP
+    /// (a TLS alert, a SOCKS failure reply).
+    public let reply: [UInt8]?
+    /// The parent proxy's answer, passed on: the status the client gets, and the one received.
+    public let relayed: Relayed?
 
-    public init(_ code: Code, detail: String) {
+    public struct Relayed: Hashable, Sendable {
+        public let status: Int
+        public let phrase: String
+        /// The parent's own status (RFC 9209 `received-status`); nil when it sent none.
+        public let received: Int?
+    }
+
+    public init(_ code: Code, detail: String, reply: [UInt8]? = nil, relayed: Relayed? = nil) {
         self.code = code
         self.detail = detail
+        self.reply = reply
+        self.relayed = relayed
     }
 
     /// The log line's `reason`.
@@ -56,6 +76,14 @@ public struct Refusal: Hashable, Sendable {
     public var proxyStatus: String { answer.proxyStatus }
 
     private var answer: (status: Int, phrase: String, proxyStatus: String) {
+        if let relayed {
+            let type = switch relayed.received {
+            case 403?, 407?: "http_request_denied"
+            case 504?: "connection_timeout"
+            default: "destination_unavailable"
+            }
+            return (relayed.status, relayed.phrase, type)
+        }
         switch code {
         case .policy(.pinMismatch): return (502, "Certificate Pin Mismatch", "tls_certificate_error")
         case .policy(.chainInvalid), .policy(.hostnameMismatch): return (502, "Certificate Invalid", "tls_certificate_error")
@@ -64,6 +92,9 @@ public struct Refusal: Hashable, Sendable {
         case .policy(.clientNotAllowed): return (403, "Client Not Allowed", "http_request_denied")
         case .policy(.destinationProhibited): return (403, "Destination Forbidden", "destination_ip_prohibited")
         case .network(.badRequest): return (400, "Bad Request", "http_request_error")
+        // What an HTTP client would have been told; the client itself gets its protocol's reply.
+        case .network(.tlsToProxy), .network(.socksToProxy): return (400, "Bad Request", "http_request_error")
+        case .network(.upstreamProxyRefused): return (502, "Parent Proxy Failed", "destination_unavailable")
         case .network(.methodNotAllowed): return (405, "Method Not Allowed", "http_request_denied")
         case .network(.requestTooLarge): return (431, "Request Header Fields Too Large", "http_request_error")
         case .network(.headerTimeout): return (408, "Request Timeout", "http_request_error")
@@ -107,11 +138,14 @@ public struct Refusal: Hashable, Sendable {
 
     /// The whole HTTP response: status line, Proxy-Status, a short text body naming the host, close.
     public func response(host: String?) -> [UInt8] {
+        if let reply { return reply }
         var body = "pinproxy refused "
         body += host.map { "the tunnel to \($0)" } ?? "the request"
         body += ": \(reason) (\(detail))\n"
         var head = "HTTP/1.1 \(status) \(phrase)\r\n"
-        head += "Proxy-Status: pinproxy; error=\(proxyStatus); details=\(structuredString(reason))\r\n"
+        head += "Proxy-Status: pinproxy; error=\(proxyStatus); details=\(structuredString(reason))"
+        if let received = relayed?.received { head += "; received-status=\(received)" }
+        head += "\r\n"
         if status == 405 { head += "Allow: CONNECT\r\n" }
         if status == 503 { head += "Retry-After: 1\r\n" }
         head += "Content-Type: text/plain; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"

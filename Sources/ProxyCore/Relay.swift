@@ -1,5 +1,6 @@
 import CLibevent
 import Foundation
+import PinPolicy
 
 /// One end of a tunnel.
 enum TunnelSide: String, Sendable {
@@ -20,6 +21,22 @@ enum RelayEnd: Equatable, Sendable {
     case idle
     /// The stream check closed it.
     case refused(StreamRefusal)
+}
+
+/// Which relay carries a tunnel: the bufferevents while the stream check looks at it (or when it
+/// ended before both sides were done), then the fast relay's method.
+enum RelayStage: String, Sendable {
+    case bufferevent, copy, splice
+
+    /// `PINPROXY_TEST_RELAY=copy|splice` replaces `proxy.relay`, so the end-to-end suites can run
+    /// with either method without new policy files. Debug builds only, like `TestFault`.
+    static let testOverride: RelayMethod? = {
+        #if DEBUG
+        return ProcessInfo.processInfo.environment["PINPROXY_TEST_RELAY"].flatMap(RelayMethod.init(rawValue:))
+        #else
+        return nil
+        #endif
+    }()
 }
 
 /// A socket bufferevent, owned: `deinit` frees it (and, `BEV_OPT_CLOSE_ON_FREE`, closes its socket),
@@ -58,11 +75,31 @@ final class BufferEvent {
     func disable(_ what: Int32) { bufferevent_disable(ref, Int16(what)) }
     func setWatermark(_ what: Int32, low: Int, high: Int) { bufferevent_setwatermark(ref, Int16(what), low, high) }
     func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
+
+    /// Hands the socket over: no more callbacks or events, and the bufferevent forgets the socket
+    /// (`bufferevent_setfd(-1)`), so freeing it no longer closes it. The caller now owns the fd.
+    func takeSocket() -> Int32 {
+        let fd = self.fd
+        bufferevent_setcb(ref, nil, nil, nil, nil)
+        bufferevent_disable(ref, Int16(EV_READ | EV_WRITE))
+        bufferevent_setfd(ref, -1)
+        return fd
+    }
+
+    /// Takes what waits in the output buffer, once the socket is taken: the bufferevent keeps the
+    /// start of its output frozen (only it may drain it), so it is thawed first.
+    func takeOutput() -> PendingBytes {
+        evbuffer_unfreeze(output, 1)
+        return PendingBytes(draining: output)
+    }
 }
 
-/// Relays bytes both ways, after le-proxy: a read callback that moves bytes to the other side and
-/// applies backpressure, a write callback that lifts it, and an event callback that half-closes on
-/// EOF and ends the tunnel on any error. `move(from:)` is the one place bytes cross.
+/// Relays bytes both ways in two stages. While the stream check looks at either side, through the
+/// bufferevents, after le-proxy: a read callback that moves bytes to the other side and applies
+/// backpressure, a write callback that lifts it, and an event callback that half-closes on EOF and
+/// ends the tunnel on any error; `move(from:)` is the one place bytes cross. Once the check is done
+/// with both sides (its answers, not the TLS version, decide), the sockets — and what the
+/// bufferevents still hold — go to a `FastRelay` (`proxy.relay`: copy or splice) for the rest.
 final class Relay {
     /// One side's bufferevent and what the stream check has seen of it; the counts and flags of
     /// the relay itself live in `book`.
@@ -74,10 +111,13 @@ final class Relay {
         var shown = 0
     }
 
-    private var client: Side
-    private var upstream: Side
+    /// The bufferevent stage's two sides; nil once the fast relay has the sockets.
+    private var sides: (client: Side, upstream: Side)?
     private var book = RelayBook()
-    private(set) var lastActivity = ContinuousClock.now
+    private var checkedActivity = ContinuousClock.now
+    private let method: RelayMethod
+    /// The second stage, once it has begun.
+    private var fast: FastRelay?
     private let idleTimeout: Double
     private var idleTimer: Timer?
     private let loop: EventLoop
@@ -86,43 +126,89 @@ final class Relay {
     let check: StreamCheck?
 
     /// Bytes from the client to the upstream, and back.
-    var bytesUp: Int { book.client.bytes }
-    var bytesDown: Int { book.upstream.bytes }
+    var bytesUp: Int { (fast?.book ?? book).client.bytes }
+    var bytesDown: Int { (fast?.book ?? book).upstream.bytes }
+    /// Which relay carried the tunnel at its end: the `relay` key of its close line.
+    var stage: RelayStage { fast == nil ? .bufferevent : method == .splice ? .splice : .copy }
+    private var lastActivity: ContinuousClock.Instant { fast?.lastActivity ?? checkedActivity }
 
     init(loop: EventLoop, client: BufferEvent, upstream: BufferEvent, idleTimeout: Double, check: StreamCheck?,
-         onEnd: @escaping (RelayEnd) -> Void) {
+         method: RelayMethod = .copy, onEnd: @escaping (RelayEnd) -> Void) {
         self.loop = loop
         self.check = check
-        self.client = Side(bev: client, inspected: check != nil)
-        self.upstream = Side(bev: upstream, inspected: check != nil)
+        self.method = RelayStage.testOverride ?? method
+        sides = (Side(bev: client, inspected: check != nil), Side(bev: upstream, inspected: check != nil))
         self.idleTimeout = idleTimeout
         self.onEnd = onEnd
+        // The check may decide later than the bytes arrived (a TLS 1.3 key-log line, its wait).
+        check?.decide = { [weak self] side, inspection in self?.decided(side, inspection) }
     }
 
     /// Takes over both bufferevents and passes on what the client already sent.
     func start() {
-        lastActivity = .now
-        client.bev.setWatermark(EV_READ, low: 0, high: 0)
-        for side in [client, upstream] {
+        checkedActivity = .now
+        self[.client].bev.setWatermark(EV_READ, low: 0, high: 0)
+        for side in [self[.client], self[.upstream]] {
             side.bev.route(to: self, read: relayReadCB, write: relayWriteCB, event: relayEventCB)
             side.bev.enable(EV_READ | EV_WRITE)
         }
         armIdleTimer()
         move(from: .client)  // bytes the client sent right after its CONNECT
+        goFastIfReady()
+    }
+
+    /// Makes the coming close a reset on both sockets: whatever is still queued towards either peer,
+    /// in the kernel or here, is dropped instead of delivered. For a tunnel the policy no longer
+    /// allows (a reload), so that nothing it held reaches the client afterwards.
+    func abortOnClose() {
+        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+        for fd in fast?.sockets ?? [self[.client].bev.fd, self[.upstream].bev.fd] {
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+        }
     }
 
     /// Stops without calling back: the session is ending for another reason.
     func cancel() {
+        check?.stop()
         onEnd = nil
         idleTimer = nil
+        fast?.cancel()
     }
 
+    /// A side of the bufferevent stage (only its callbacks and steps use it, and they stop with it).
     private subscript(side: TunnelSide) -> Side {
-        get { side == .client ? client : upstream }
-        set { if side == .client { client = newValue } else { upstream = newValue } }
+        get {
+            guard let sides else { preconditionFailure("the bufferevent stage is over") }
+            return side == .client ? sides.client : sides.upstream
+        }
+        set { if side == .client { sides?.client = newValue } else { sides?.upstream = newValue } }
     }
 
-    fileprivate func side(of bev: OpaquePointer) -> TunnelSide { bev == client.bev.ref ? .client : .upstream }
+    fileprivate func side(of bev: OpaquePointer) -> TunnelSide { bev == self[.client].bev.ref ? .client : .upstream }
+
+    /// Hands the sockets to the fast relay once the check is done with both sides and neither has
+    /// ended or failed (libevent stops a bufferevent on EOF or error before its deferred event
+    /// callback runs, so a side must still be enabled as the book says). What libevent read but did
+    /// not pass on yet is moved first; what waits in the output buffers goes with the fast relay,
+    /// to be written before anything else.
+    private func goFastIfReady() {
+        guard fast == nil, onEnd != nil, let sides, !sides.client.inspected, !sides.upstream.inspected, book.isOpenBothWays else { return }
+        for side in [TunnelSide.client, .upstream] {
+            let enabled = Int32(bufferevent_get_enabled(self[side].bev.ref))
+            guard enabled & EV_WRITE != 0, book[side].readPaused || enabled & EV_READ != 0 else { return }
+        }
+        move(from: .client)
+        move(from: .upstream)
+        guard onEnd != nil, book.isOpenBothWays else { return }
+        let clientFD = sides.client.bev.takeSocket(), upstreamFD = sides.upstream.bev.takeSocket()
+        let carried = (fromClient: sides.upstream.bev.takeOutput(), fromUpstream: sides.client.bev.takeOutput())
+        self.sides = nil  // frees the upstream bufferevent; the session's client one stays, without its socket
+        let relay = FastRelay(loop: loop, method: method, client: clientFD, upstream: upstreamFD, book: book, carried: carried) { [unowned self] how in
+            end(how)
+        }
+        fast = relay
+        relay.start()
+    }
 
     /// Moves what `from` sent to the other side; when the other side has too much queued, stops
     /// reading `from` until it drains. While the stream check looks at a side, its new bytes are
@@ -139,8 +225,11 @@ final class Relay {
             self[from].shown = count
             switch check.inspect(from, fresh) {
             case .hold:
-                lastActivity = .now
+                checkedActivity = .now
                 return
+            case .pass(let count):
+                checkedActivity = .now
+                return forward(count, from: from)
             case .release:
                 break
             case .done:
@@ -151,9 +240,36 @@ final class Relay {
             }
         }
         self[from].shown = 0
-        lastActivity = .now
+        checkedActivity = .now
         Self.copy(from: source.input, to: sink.output)
         take(book.moved(count, from: from, queuedAtOther: evbuffer_get_length(sink.output)))
+    }
+
+    /// Passes on the first `count` held bytes of `from`; the rest stays held.
+    private func forward(_ count: Int, from: TunnelSide) {
+        let sink = self[from.other].bev
+        let moved = Int(evbuffer_remove_buffer(self[from].bev.input, sink.output, count))
+        self[from].shown -= moved
+        take(book.moved(moved, from: from, queuedAtOther: evbuffer_get_length(sink.output)))
+    }
+
+    /// The check's word on `side`'s held bytes, given after they arrived.
+    private func decided(_ side: TunnelSide, _ inspection: Inspection) {
+        guard onEnd != nil, sides != nil, self[side].inspected else { return }  // the fast stage needs no word
+        switch inspection {
+        case .hold:
+            return
+        case .pass(let count):
+            forward(count, from: side)
+        case .release, .done:
+            if inspection == .done { self[side].inspected = false }
+            forward(self[side].shown, from: side)
+            move(from: side)  // what arrived since, shown to the check if it still looks
+            goFastIfReady()
+        case .refuse(let refusal):
+            if refusal.alertClient { alertClient() }
+            end(.refused(refusal))
+        }
     }
 
     /// Carries out what the book decided.
@@ -193,9 +309,13 @@ final class Relay {
     /// The side `to` has drained: lift the backpressure on the other side, and half-close when done.
     fileprivate func written(to side: TunnelSide) {
         take(book.drained(side, queued: evbuffer_get_length(self[side].bev.output)))
+        goFastIfReady()
     }
 
-    fileprivate func readable(_ side: TunnelSide) { move(from: side) }
+    fileprivate func readable(_ side: TunnelSide) {
+        move(from: side)
+        goFastIfReady()
+    }
 
     fileprivate func event(on side: TunnelSide, _ what: Int16, errno savedErrno: Int32) {
         // An error on either side ends the tunnel, whatever else is set: with deferred callbacks
@@ -229,12 +349,15 @@ final class Relay {
     /// here (the client has sent its hello, so it read our 200); if it is not, the alert is skipped.
     private func alertClient() {
         let alert: [UInt8] = [21, 3, 3, 0, 2, 2, 42]  // alert, TLS 1.2 record, length 2, fatal, bad_certificate
-        guard evbuffer_get_length(client.bev.output) == 0 else { return }
-        _ = alert.withUnsafeBytes { send(client.bev.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let client = self[.client].bev
+        guard evbuffer_get_length(client.output) == 0 else { return }
+        _ = alert.withUnsafeBytes { send(client.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     }
 
     private func end(_ how: RelayEnd) {
         idleTimer = nil
+        check?.stop()
+        fast?.cancel()
         let done = onEnd
         onEnd = nil
         done?(how)

@@ -28,6 +28,11 @@ struct RelayBook {
         case finished
     }
 
+    /// Neither side has sent EOF or been shut down: the relay may still change hands.
+    var isOpenBothWays: Bool {
+        [client, upstream].allSatisfy { !$0.sentEOF && !$0.shutDown }
+    }
+
     private(set) var client = Side()
     private(set) var upstream = Side()
 
@@ -37,19 +42,21 @@ struct RelayBook {
     }
 
     /// `count` bytes from `from` were queued towards the other side, which now has `queued` waiting.
-    mutating func moved(_ count: Int, from: TunnelSide, queuedAtOther queued: Int) -> [Step] {
+    /// `limit` is how much may wait before reading stops: the fast relay stops as soon as anything
+    /// waits (limit 1), since it keeps only what the other side did not take at once.
+    mutating func moved(_ count: Int, from: TunnelSide, queuedAtOther queued: Int, limit: Int = maxQueued) -> [Step] {
         self[from].bytes += count
         // We're giving the other side data faster than it can pass it on: stop reading.
-        guard queued >= Self.maxQueued, !self[from].readPaused else { return [] }
+        guard queued >= limit, !self[from].readPaused else { return [] }
         self[from].readPaused = true
         return [.pauseReading(from)]
     }
 
-    /// `side` has written out its queue down to `queued` bytes.
-    mutating func drained(_ side: TunnelSide, queued: Int) -> [Step] {
+    /// `side` has written out its queue down to `queued` bytes (`limit` as in `moved`).
+    mutating func drained(_ side: TunnelSide, queued: Int, limit: Int = maxQueued) -> [Step] {
         var steps: [Step] = []
         let source = side.other
-        if queued <= Self.maxQueued / 2, self[source].readPaused, !self[source].sentEOF {
+        if queued <= limit / 2, self[source].readPaused, !self[source].sentEOF {
             self[source].readPaused = false
             steps.append(.resumeReading(source))
         }

@@ -31,6 +31,12 @@ final class ResumptionLedger {
 
     var count: Int { entries.count }
 
+    /// Forgets every session (a reload changed what verified them).
+    func forgetAll() {
+        entries = [:]
+        order = []
+    }
+
     /// Records a credential a verified full handshake issued.
     func record(_ credential: Credential, host: String, port: UInt16, at now: ContinuousClock.Instant) {
         guard !isEmpty(credential) else { return }

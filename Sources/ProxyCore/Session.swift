@@ -78,6 +78,9 @@ final class Session {
             return  // early tunnel bytes wait in the input buffer (the read watermark caps them)
         }
         let input = clientSide.input
+        if let first = evbuffer_pullup(input, 1), let wrong = WrongProtocol.detect(firstByte: first.pointee) {
+            return perform(machine.requestRejected(wrong.refusal))
+        }
         let limit = settings.maxRequestBytes
         let available = evbuffer_get_length(input)
         let window = min(available, limit + 4)
@@ -118,6 +121,25 @@ final class Session {
         finish(what & Int16(BEV_EVENT_EOF) != 0 ? .clientClosed : .clientError)
     }
 
+    /// A reload: an open tunnel is judged again under the new snapshot on the chain already
+    /// verified for it (no new handshake); one the new policy refuses is closed.
+    func rejudge(under fresh: PolicySnapshot) {
+        guard case .relaying(let relay, _) = work, let record = opened?.record, let authority = record.authority else { return }
+        var probe: Judgement?
+        if case .relaying(_, let judgement) = machine.state { probe = judgement }
+        let chain = relay.check?.judgedChain ?? probe?.presentedDER
+        // Through a parent proxy the address is the parent's: `deny_destinations` judged the target.
+        let viaParent = machine.admitted?.snapshot.policy.proxy.upstreamProxy != nil
+        let verdict = fresh.rejudge(authority, client: client.ip, address: viaParent ? nil : record.address?.ip, chain: chain, at: Date(),
+                                    debugBypassEnabled: proxy.debugBypassEnabled)
+        guard case .closes(let reason, let detail) = verdict else {
+            relay.check?.policyChanged(to: fresh)
+            return
+        }
+        relay.abortOnClose()
+        finish(.policyReload(reason: reason, detail: detail))
+    }
+
     /// Ends the session without a refusal: shutdown, a hang-up, the relay's end.
     func finish(_ reason: CloseReason) { perform(machine.ended(reason)) }
 
@@ -155,10 +177,13 @@ final class Session {
             if case .connecting(let admitted, let judgement?) = machine.state {
                 proxy.noteWarnings(judgement.evaluation, record: DecisionRecord(conn: id, client: client, admitted: admitted, judgement: judgement))
             }
-            let port = machine.admitted!.authority.port
+            let authority = machine.admitted!.authority
             let total = addresses.count == 1 ? settings.connectTimeout : settings.connectTotalTimeout
-            let connector = Connector(loop: proxy.loop, addresses: addresses.map { SocketAddress(ip: $0, port: port) },
-                                      perAddress: settings.connectTimeout, total: total) { [unowned self] outcome in
+            // Behind a parent proxy the tunnel is a CONNECT on the parent, like the probe was.
+            let hop = settings.upstreamProxy.map { ParentHop(parent: $0, target: authority) }
+            let connector = Connector(loop: proxy.loop, addresses: hop.map { [$0.parent.address] } ?? addresses.map { SocketAddress(ip: $0, port: authority.port) },
+                                      perAddress: settings.connectTimeout, total: hop == nil ? total : settings.connectTotalTimeout,
+                                      through: hop) { [unowned self] outcome in
                 switch outcome {
                 case .failed(let refusal): perform(machine.connectFailed(refusal))
                 case .connected(let fd, let address): tunnelConnected(fd: fd, address: address)
@@ -215,11 +240,13 @@ final class Session {
         if case .relaying(_, let judgement) = machine.state { probe = judgement }
         let check = machine.admitted.map { admitted in
             StreamCheck(StreamCheck.Context(authority: admitted.authority, snapshot: admitted.snapshot, rule: admitted.rule,
-                                            pinned: record.validation != nil, probe: probe, debugBypassEnabled: proxy.debugBypassEnabled),
+                                            pinned: record.validation != nil, probe: probe, debugBypassEnabled: proxy.debugBypassEnabled,
+                                            keyLog: proxy.keyLog),
                         ledger: proxy.resumptions)
         }
         check?.notify = { [unowned self] note in proxy.logStreamNote(note, record: record) }
-        let relay = Relay(loop: proxy.loop, client: clientSide, upstream: upstream, idleTimeout: settings.idleTimeout, check: check) { [unowned self] end in
+        let relay = Relay(loop: proxy.loop, client: clientSide, upstream: upstream, idleTimeout: settings.idleTimeout, check: check,
+                          method: settings.relay) { [unowned self] end in
             finish(.relay(end))
         }
         var bypassEnd: Timer?
@@ -228,6 +255,9 @@ final class Session {
         }
         work = .relaying(relay, bypassEnd: bypassEnd)
         relay.start()
+        // A reload while this CONNECT resolved, probed or connected: judged again now, as every
+        // open tunnel was at the reload.
+        if let admitted = machine.admitted, admitted.snapshot !== proxy.snapshot { rejudge(under: proxy.snapshot) }
     }
 
     /// What the close line says: the decision (or what was known), bytes and duration.
@@ -236,7 +266,7 @@ final class Session {
         let record = opened?.record ?? machine.admitted.map { DecisionRecord(conn: id, client: client, admitted: $0, judgement: nil) }
             ?? DecisionRecord(conn: id, client: client)
         return ClosedTunnel(record: record, openedTunnel: openedTunnel, bytesUp: bytes.up, bytesDown: bytes.down,
-                            duration: ContinuousClock.now - (opened?.at ?? acceptedAt), check: relay?.check)
+                            duration: ContinuousClock.now - (opened?.at ?? acceptedAt), check: relay?.check, relay: relay?.stage)
     }
 
     /// Writes the refusal, then a lingering close: half-close our side once it is flushed and
@@ -274,6 +304,8 @@ struct ClosedTunnel {
     let duration: Duration
     /// The tunnel's stream check, when it had one: how it was verified, the TLS it negotiated.
     let check: StreamCheck?
+    /// Which relay carried it at the end (nil: it never opened).
+    let relay: RelayStage?
 }
 
 extension Duration {

@@ -51,10 +51,13 @@ enum SessionLog {
     static func end(_ end: SessionEnd) -> LogRecord {
         switch end {
         case .rejected(let refusal, let s):
-            return LogRecord(.warning, "request_rejected", [
+            var r = LogRecord(.warning, "request_rejected", [
                 ("conn", .int(s.conn)), ("client", .string(s.client.description)), ("status", .int(refusal.status)),
                 ("reason", .string(refusal.reason)), ("detail", .string(refusal.detail)),
             ])
+            // A client configured with the wrong proxy scheme: say how to fix it.
+            if refusal.code == .network(.tlsToProxy) || refusal.code == .network(.socksToProxy) { r["hint"] = .string(hint(refusal.code, s)) }
+            return r
         case .refused(let refusal, let s):
             var r = LogRecord(.warning, "tunnel_refused", identity(s) + ruleFields(s) + [
                 ("verdict", .string("refused")), ("reason", .string(refusal.reason)), ("status", .int(refusal.status)),
@@ -73,8 +76,14 @@ enum SessionLog {
                 ("duration_ms", .int(Int(closed.duration.seconds * 1000))),
             ]
             if closed.openedTunnel { r["verify"] = .string(verification(closed).rawValue) }
+            if closed.openedTunnel, let relay = closed.relay { r["relay"] = .string(relay.rawValue) }
             tunnelVersion(closed, into: &r)
             r["close_reason"] = .string(closed.openedTunnel ? reason.code : "\(reason.code)_before_decision")
+            if case .policyReload(let refusal, let detail) = reason {
+                r.level = .warning
+                r["reason"] = .string(refusal)
+                r["detail"] = .string(detail)
+            }
             return r
         case .streamRefused(let refusal, let closed):
             var s = closed.record
@@ -133,6 +142,8 @@ enum SessionLog {
         case .sniMismatch: return "the client asked the server for another name than it asked pinproxy for; tunnel to that name instead"
         case .unverifiedResumption: return "the client resumed a TLS session made without pinproxy; it will make a full handshake through pinproxy once it forgets that session"
         case .malformedTLS: return "the TLS handshake in the tunnel does not parse; a broken peer or an attack"
+        case .keylogInvalid: return "the client's key-log line does not open the flight its server sent, or a second line contradicts it: another writer of the key log, or an attack; a wrong line never lets a tunnel through unverified"
+        case .keylogMissing: return "the rule requires the client's key log for TLS 1.3: run the client with SSLKEYLOGFILE set to proxy.keylog's path (Node: NODE_OPTIONS=--tls-keylog=PATH), or drop require_keylog"
         }
     }
 
@@ -164,6 +175,7 @@ enum SessionLog {
         if let address = s.address { f.append(("address", .string(address.ip.description))) }
         if !s.tlsVersion.isEmpty { f.append(("tls", .string(s.tlsVersion))) }
         if let proof = s.keyProof { f.append(("key_proof", .string(proof.rawValue))) }
+        if let cached = s.cached { f.append(("cached", .bool(cached))) }
         return f
     }
 
@@ -212,7 +224,9 @@ enum SessionLog {
 
     /// What the operator can do about it, safely.
     private static func hint(_ code: Refusal.Code, _ s: DecisionRecord) -> String {
-        let target = s.authority?.description ?? "HOST:PORT"
+        // `--config` with the file in force: its resolve:, DNS and trust are what the proxy used, and
+        // a name only in resolve: cannot be probed without them.
+        let target = (s.authority?.description ?? "HOST:PORT") + (s.policySource.map { " --config \(shellWord($0))" } ?? "")
         let line = s.rule.map { " (rule at line \($0.line))" } ?? ""
         switch code {
         case .policy(.pinMismatch):
@@ -247,10 +261,20 @@ enum SessionLog {
             return "pinproxy is stopping; retry once it is back"
         case .network(.internalError):
             return "an internal failure in pinproxy; the detail says which step; please report it"
+        case .network(.tlsToProxy), .network(.socksToProxy):
+            return WrongProtocol.hint
+        case .network(.upstreamProxyRefused):
+            return "the parent proxy (proxy.upstream_proxy) refused or failed this CONNECT; its status is passed on. Check proxy.upstream_proxy_credentials_file, or ask the parent's operator"
         case .network(.badRequest), .network(.methodNotAllowed), .network(.requestTooLarge), .network(.headerTimeout):
             return "the client sent no valid CONNECT request; see the README's log reference"
         }
     }
+}
+
+/// A path as one shell word: as it is when it is plain, else in single quotes.
+func shellWord(_ text: String) -> String {
+    let plain = !text.isEmpty && text.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) || "/._-+:@%,=".unicodeScalars.contains($0) }
+    return plain ? text : "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
 }
 
 extension Optional where Wrapped == ChainValidation {

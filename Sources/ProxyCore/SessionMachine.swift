@@ -22,6 +22,8 @@ struct Judgement {
     /// The certificates the server presented, as DER: a tunnel that receives exactly these needs
     /// no second validation.
     let presentedDER: [[UInt8]]
+    /// The chain came from the verification cache (an earlier probe), not a handshake of its own.
+    var cached = false
 }
 
 /// Why a session ended without a refusal: the `close_reason` of `tunnel_closed`.
@@ -31,6 +33,8 @@ enum CloseReason: Equatable, Sendable {
     case clientError
     case shutdown
     case debugBypassExpired
+    /// A reload's policy refuses the open tunnel (a key deny-listed, a pin removed, …).
+    case policyReload(reason: String, detail: String)
 
     var code: String {
         switch self {
@@ -42,6 +46,7 @@ enum CloseReason: Equatable, Sendable {
         case .clientError: return "client_error"
         case .shutdown: return "shutdown"
         case .debugBypassExpired: return "debug_bypass_expired"
+        case .policyReload: return "policy_reload"
         case .relay(.refused(let refusal)): return refusal.reason.code
         }
     }
@@ -57,8 +62,12 @@ struct DecisionRecord {
     var address: SocketAddress?
     var tlsVersion = ""
     var keyProof: KeyProof?
+    /// Whether the chain came from the verification cache (nil: no probe).
+    var cached: Bool?
     var validation: ChainValidation?
     var evaluation: Evaluation?
+    /// The policy file the CONNECT was judged under, for hints that name it (`pin … --config PATH`).
+    var policySource: String?
 
     init(conn: Int, client: SocketAddress) {
         self.conn = conn
@@ -68,11 +77,13 @@ struct DecisionRecord {
     init(conn: Int, client: SocketAddress, admitted: AdmittedConnect, judgement: Judgement?) {
         self.init(conn: conn, client: client)
         authority = admitted.authority
+        policySource = admitted.snapshot.policy.source
         rule = admitted.rule
         verdict = judgement?.evaluation.verdict ?? admitted.unpinned
         address = judgement?.address
         tlsVersion = judgement?.tlsVersion ?? ""
         keyProof = judgement?.keyProof
+        cached = judgement?.cached
         validation = judgement?.validation
         evaluation = judgement?.evaluation
     }
@@ -162,6 +173,7 @@ struct SessionMachine {
         guard case .readingRequest = state else { preconditionFailure("request parsed in \(state)") }
         var record = DecisionRecord(conn: conn, client: client)
         record.authority = authority
+        record.policySource = snapshot.policy.source
         if stopping { return refuse(.shuttingDown, record) }
         let policy = snapshot.policy
         let rule: Rule?, unpinned: Verdict?
@@ -182,6 +194,9 @@ struct SessionMachine {
         case .ip(let ip):
             return addressesKnown([ip])
         case .name(let name):
+            // Behind a parent proxy, the parent resolves names (deny_destinations then applies to
+            // IP-literal targets only: pinproxy never learns the address).
+            if let parent = policy.proxy.upstreamProxy { return throughParent(admitted, ParentHop(parent: parent, target: authority)) }
             if TestFault.dns.isInjected { return resolved(.failure(.failed(TestFault.detail))) }
             if let mapped = policy.resolve[name] { return addressesKnown(mapped) }
             return .lookUp(name)
@@ -222,6 +237,9 @@ struct SessionMachine {
         if let loop = allowed.first(where: { isOwnAddress(SocketAddress(ip: $0, port: authority.port)) }) {
             return refuse(.loop("\(authority) is pinproxy's own listening address \(SocketAddress(ip: loop, port: authority.port))"))
         }
+        if let parent = admitted.snapshot.policy.proxy.upstreamProxy {
+            return throughParent(admitted, ParentHop(parent: parent, target: authority))
+        }
         if admitted.unpinned != nil {  // no probe: tunnel to the first address that accepts
             state = .connecting(admitted, nil)
             return .connect(allowed)
@@ -229,6 +247,19 @@ struct SessionMachine {
         state = .probing(admitted)
         let serverName: String? = if case .name(let n) = authority.target { n } else { nil }
         return .probe(ProbeHub.Key(serverName: serverName, port: authority.port, addresses: allowed))
+    }
+
+    /// Probes (or, unpinned, connects) through the parent proxy; the session's connect goes through
+    /// it too.
+    private mutating func throughParent(_ admitted: AdmittedConnect, _ hop: ParentHop) -> Action {
+        if admitted.unpinned != nil {
+            state = .connecting(admitted, nil)
+            return .connect([])
+        }
+        state = .probing(admitted)
+        let serverName: String? = if case .name(let n) = admitted.authority.target { n } else { nil }
+        let literal = admitted.authority.target.ipValue.map { [$0] } ?? []
+        return .probe(ProbeHub.Key(serverName: serverName, port: admitted.authority.port, addresses: literal, parent: hop))
     }
 
     /// The probe saw a chain (with a proof of key) or failed; the chain is judged under this
@@ -249,7 +280,7 @@ struct SessionMachine {
         let (validation, evaluation) = admitted.snapshot.judge(presented, target: admitted.authority.target, rule: rule, at: now,
                                                               debugBypassEnabled: debugBypassEnabled)
         let judgement = Judgement(address: address, tlsVersion: result.tlsVersion, keyProof: proof, validation: validation, evaluation: evaluation,
-                                  presentedDER: presented.map(\.der))
+                                  presentedDER: presented.map(\.der), cached: result.cached)
         var record = DecisionRecord(conn: conn, client: client, admitted: admitted, judgement: judgement)
         if TestFault.evaluation.isInjected {
             record.verdict = nil

@@ -7,6 +7,9 @@ enum Verification: String, Sendable {
     /// The probe's chain, and the chain the client itself received (TLS ≤ 1.2), or a resumption of
     /// a session whose chain was so verified.
     case probeAndStream = "probe+stream"
+    /// The probe's chain, and (TLS 1.3) the chain the client received, read with the client's own
+    /// key-log line and signed by its leaf's key in this very handshake.
+    case probeAndKeylog = "probe+keylog"
     /// The probe's chain only: TLS 1.3 encrypts the client's.
     case probeOnly = "probe-only"
     /// A debug bypass or report mode let it through.
@@ -16,7 +19,7 @@ enum Verification: String, Sendable {
 }
 
 /// Why the stream check closes a tunnel.
-enum StreamReason: Equatable, Sendable {
+enum StreamReason: Hashable, Sendable {
     /// The client's first bytes are not a TLS ClientHello (a pinned tunnel carries only TLS).
     case notTLS
     /// The ClientHello names another host than the CONNECT, or one another enforced rule pins.
@@ -27,6 +30,11 @@ enum StreamReason: Equatable, Sendable {
     case malformedTLS
     /// The chain the server sent in the tunnel fails the rule, as a probe's would.
     case policy(RefusalReason)
+    /// TLS 1.3: the client's key-log line does not open the server's flight, conflicts with another,
+    /// or opens a flight its leaf's key did not sign.
+    case keylogInvalid
+    /// TLS 1.3 under `require_keylog`: no key-log line for the handshake within `wait`.
+    case keylogMissing
 
     var code: String {
         switch self {
@@ -35,6 +43,8 @@ enum StreamReason: Equatable, Sendable {
         case .unverifiedResumption: return "unverified_resumption"
         case .malformedTLS: return "tls_protocol_error"
         case .policy(let reason): return reason.rawValue
+        case .keylogInvalid: return "keylog_invalid"
+        case .keylogMissing: return "keylog_missing"
         }
     }
 }
@@ -51,6 +61,8 @@ struct StreamRefusal: Equatable, Sendable {
 enum Inspection: Equatable {
     /// Keep them, and what follows, until there is a decision.
     case hold
+    /// Pass on the first `count` bytes of what is held (a TLS 1.3 ServerHello), keep holding the rest.
+    case pass(count: Int)
     /// Pass on everything held, and keep showing new bytes.
     case release
     /// Pass on everything held; this side needs no more looking at.
@@ -72,13 +84,16 @@ enum Inspection: Equatable {
 final class StreamCheck {
     struct Context {
         let authority: Authority
-        let snapshot: PolicySnapshot
-        let rule: Rule?
+        var snapshot: PolicySnapshot
+        var rule: Rule?
         /// Whether the CONNECT was judged on a probe's chain (false: unpinned).
         let pinned: Bool
         /// The probe's judgement, when there was one.
         var probe: Judgement? = nil
         let debugBypassEnabled: Bool
+        /// The client's key log, when `proxy.keylog` is set (TLS 1.3 tunnels are then verified in
+        /// the stream too).
+        var keyLog: KeyLogSource? = nil
     }
 
     /// A would-refuse that report mode or a debug bypass let through: logged as a warning.
@@ -94,10 +109,12 @@ final class StreamCheck {
         case negotiated(version: String)
     }
 
-    private let context: Context
+    private var context: Context
     private let ledger: ResumptionLedger
     /// Called as notes arise (set by the session).
     var notify: ((Note) -> Void)?
+    /// The check's word on a side's held bytes when it comes after they arrived (set by the relay).
+    var decide: ((TunnelSide, Inspection) -> Void)?
     private var clientReader = ClientFlightReader()
     private var serverReader = ServerFlightReader()
     private var clientHello: ClientHello?
@@ -113,12 +130,19 @@ final class StreamCheck {
     private var clientFed = 0
     private var clientNextRecord = 0
     private var clientHeader: [UInt8] = []
+    /// TLS 1.3 with a key log: the client's line opens the flight the server's bytes are held for.
+    private var keyLogCheck: KeyLogCheck?
+    /// With the key-log check, until the ServerHello: the server bytes held (not yet passed on), to
+    /// find where the plaintext records end whatever the reads' splits.
+    private var serverHeld: [UInt8] = []
 
     /// How the tunnel was verified so far: `bypass` once anything was let through.
     var verification: Verification { overlooked != nil ? .bypass : verifiedBy }
     private var verifiedBy: Verification
     /// The chain the stream check judged, for the log lines.
     private(set) var judgement: (validation: ChainValidation, evaluation: Evaluation)?
+    /// The DER chain the stream check judged (what the client received), for a reload's re-judgement.
+    private(set) var judgedChain: [[UInt8]]?
     /// A would-refuse let through, for the warning line.
     private(set) var overlooked: Overlooked?
 
@@ -166,6 +190,11 @@ final class StreamCheck {
             if case .refuse = answer { return answer }
         }
         guard context.pinned else { return .done }
+        if let source = context.keyLog, hello.offeredVersions.contains(0x0304) {
+            keyLogCheck = KeyLogCheck(source: source, hello: hello, reader: clientReader)
+            keyLogCheck?.onProgress = { [weak self] progress in self?.later(progress) }
+            keyLogCheck?.onTickets = { [weak self] tickets in self?.record(tickets: tickets) }
+        }
         // Keep reading record headers: the client's first application data tells us the server
         // proved its key (see `pendingCredentials`).
         clientNextRecord = clientReader.bytesConsumed
@@ -177,6 +206,11 @@ final class StreamCheck {
     /// Walks the client's record headers after its ClientHello until its first application data
     /// record; then the session this handshake made is known to be the key holder's.
     private func watchClient(_ bytes: UnsafeRawBufferPointer) -> Inspection {
+        do {
+            try keyLogCheck?.clientBytes(bytes)
+        } catch {
+            return refuse(.malformedTLS, "the client's second ClientHello does not parse: \(error)", .now)
+        }
         var offset = 0
         while offset < bytes.count {
             let position = clientFed + offset
@@ -230,6 +264,19 @@ final class StreamCheck {
 
     private func server(_ bytes: UnsafeRawBufferPointer, _ now: Date) -> Inspection {
         guard context.pinned else { return .done }
+        let keepsHeld = keyLogCheck.map { !$0.pastServerHello } ?? false
+        if keepsHeld { serverHeld += bytes }
+        let answer = readServer(bytes, now)
+        // Whatever passed, the ServerHello's records are no longer held; after the ServerHello the
+        // key-log check keeps what it needs.
+        if answer != .hold { serverHeld = [] }
+        return answer
+    }
+
+    private func readServer(_ bytes: UnsafeRawBufferPointer, _ now: Date) -> Inspection {
+        if let keyLogCheck, keyLogCheck.pastServerHello {
+            return inspection(keyLogCheck.serverBytes(bytes), now)
+        }
         let events: [ServerFlightEvent]
         do {
             events = try serverReader.feed(bytes)
@@ -237,7 +284,7 @@ final class StreamCheck {
             if case .notTLS = error { return refuse(.notTLS, "the server's first bytes in the tunnel are not TLS", now) }
             return refuse(.malformedTLS, "the server's first flight does not parse: \(error)", now)
         }
-        for event in events {
+        for (index, event) in events.enumerated() {
             switch event {
             case .serverHello(let hello):
                 guard clientHello != nil else { return refuse(.malformedTLS, "the server sent a ServerHello before the client's hello", now) }
@@ -252,8 +299,17 @@ final class StreamCheck {
                         return refuse(.malformedTLS, "the server claims TLS 1.3, which the client did not offer", now)
                     }
                     verifiedBy = .probeOnly  // TLS 1.3: the Certificate is encrypted
-                    return .done
+                    guard let keyLogCheck else { return .done }
+                    if hello.isHelloRetryRequest {
+                        // The server cannot have the client's second hello yet: nothing follows.
+                        guard index == events.count - 1 else { return refuse(.malformedTLS, "the server went on past its HelloRetryRequest before the client's second hello", now) }
+                        do { try keyLogCheck.retried(hello) } catch { return refuse(.malformedTLS, "\(error)", now) }
+                        return .release  // the real ServerHello follows the client's second hello
+                    }
+                    return tls13ServerHello(hello, keyLogCheck, now)
                 }
+                keyLogCheck?.stop()  // TLS ≤ 1.2: the Certificate is read in clear
+                keyLogCheck = nil
             case .certificate(let ders):
                 guard serverHello != nil, !certificateJudged else { return refuse(.malformedTLS, "a Certificate out of order", now) }
                 if let refusal = judge(ders, now) { return refusal }
@@ -271,8 +327,110 @@ final class StreamCheck {
         return certificateJudged || resumed ? .release : .hold
     }
 
+    // MARK: TLS 1.3 with the client's key log
+
+    /// The ServerHello passes; the encrypted records after it are held for the key-log check.
+    private func tls13ServerHello(_ hello: ServerHello, _ keyLogCheck: KeyLogCheck, _ now: Date) -> Inspection {
+        let held = serverHeld
+        let plainEnd = Self.plaintextEnd(in: held)
+        var progress = keyLogCheck.serverHello(hello)
+        if progress == .pending && plainEnd < held.count {
+            progress = held[plainEnd...].withUnsafeBytes { keyLogCheck.serverBytes($0) }
+        }
+        let answer = inspection(progress, now)
+        return answer == .hold ? .pass(count: plainEnd) : answer
+    }
+
+    /// Where the plaintext ends in the held server bytes: past the complete handshake records (the
+    /// ServerHello ends its record in TLS 1.3) and compatibility ChangeCipherSpec records, up to the
+    /// first encrypted record; never inside a record, however the reads split the bytes.
+    static func plaintextEnd(in held: [UInt8]) -> Int {
+        var offset = 0
+        while offset + 5 <= held.count, held[offset] == 22 || held[offset] == 20 {
+            let length = Int(held[offset + 3]) << 8 | Int(held[offset + 4])
+            guard offset + 5 + length <= held.count else { break }
+            offset += 5 + length
+        }
+        return offset
+    }
+
+    private var keyLogWait: String { "\(Int(((context.keyLog?.waitSeconds ?? 0) * 1000).rounded())) ms" }
+
+    /// A key-log line (or its wait) decided after the bytes arrived.
+    private func later(_ progress: KeyLogCheck.Progress) {
+        let answer = inspection(progress, .now)
+        if answer != .hold { decide?(.upstream, answer) }
+    }
+
+    /// What the key-log check's progress means for the server's held bytes.
+    private func inspection(_ progress: KeyLogCheck.Progress, _ now: Date) -> Inspection {
+        let stillReading = keyLogCheck?.readingTickets == true
+        switch progress {
+        case .pending:
+            if keyLogCheck?.holding == true { return .hold }
+            return stillReading ? .release : .done
+        case .missing:
+            if context.rule?.requireKeylog == true {
+                return refuse(.keylogMissing, "no key-log line for this TLS 1.3 handshake within \(keyLogWait); the client must write one (SSLKEYLOGFILE=\(context.keyLog?.path ?? "?"))", now)
+            }
+            return .done  // probe-only, as without a key log
+        case .invalid(let detail):
+            return refuse(.keylogInvalid, detail, now)
+        case .opened(let flight):
+            if flight.chain.isEmpty {
+                if let refusal = decideTLS13Resumption(now) { return refusal }
+            } else if let refusal = judge(flight.chain, now, verifying: .probeAndKeylog) {
+                return refusal
+            }
+            // Tickets count only from a tunnel verified without a bypass.
+            if verifiedBy == .probeAndKeylog && overlooked == nil { keyLogCheck?.accepted() } else { keyLogCheck?.stop() }
+            return keyLogCheck?.readingTickets == true ? .release : .done
+        }
+    }
+
+    /// A TLS 1.3 resumption (no Certificate; its Finished opened under the client's line): the
+    /// ticket the server accepted must be one pinproxy read in a tunnel it verified.
+    private func decideTLS13Resumption(_ now: Date) -> Inspection? {
+        // After a HelloRetryRequest the server answered the second hello, whose offer may differ.
+        guard let answered = keyLogCheck?.secondHello ?? clientHello, let serverHello, let index = serverHello.selectedIdentity,
+              Int(index) < answered.pskIdentities.count else {
+            return refuse(.keylogInvalid, "the server went on without a Certificate and without resuming an offered ticket", now)
+        }
+        let host = context.authority.target.description
+        guard ledger.contains(any: [.ticket(answered.pskIdentities[Int(index)])], host: host, port: context.authority.port, at: .now) else {
+            keyLogCheck?.stop()
+            return refuse(.unverifiedResumption, "the server resumed a TLS 1.3 session pinproxy never saw verified for \(host):\(context.authority.port)", now)
+        }
+        resumed = true
+        verifiedBy = .probeAndKeylog
+        return nil
+    }
+
+    /// Tickets the server issued in a tunnel verified with the key log: their resumptions are verified.
+    private func record(tickets: [[UInt8]]) {
+        guard verifiedBy == .probeAndKeylog, overlooked == nil, !resumed else { return }
+        if case .allowed = judgement?.evaluation.verdict {} else { return }
+        let host = context.authority.target.description
+        for ticket in tickets { ledger.record(.ticket(ticket), host: host, port: context.authority.port, at: .now) }
+    }
+
+    /// A reload the open tunnel survived: what the check has still to judge (a TLS 1.2 Certificate, a
+    /// TLS 1.3 flight), it judges under the new policy, and no longer by the probe's judgement.
+    func policyChanged(to snapshot: PolicySnapshot) {
+        context.snapshot = snapshot
+        context.rule = snapshot.policy.rule(for: context.authority)
+        context.probe = nil
+    }
+
+    /// The tunnel ended: drop the key-log check's secrets and stop its timers now.
+    func stop() {
+        keyLogCheck?.stop()
+        keyLogCheck = nil
+        decide = nil
+    }
+
     /// The chain the client is about to receive, judged like the probe's.
-    private func judge(_ ders: [[UInt8]], _ now: Date) -> Inspection? {
+    private func judge(_ ders: [[UInt8]], _ now: Date, verifying verification: Verification = .probeAndStream) -> Inspection? {
         guard let rule = context.rule else { return refuse(.malformedTLS, "no rule to judge the chain by", now) }
         let validation: ChainValidation, evaluation: Evaluation
         if let probe = context.probe, probe.presentedDER == ders {
@@ -290,6 +448,7 @@ final class StreamCheck {
                                                               debugBypassEnabled: context.debugBypassEnabled)
         }
         judgement = (validation, evaluation)
+        judgedChain = ders
         certificateJudged = true
         switch evaluation.verdict {
         case .refused(let reason):
@@ -301,7 +460,7 @@ final class StreamCheck {
             overlooked = note
             notify?(.overlooked(note))
         case .allowed, .unpinned:
-            verifiedBy = .probeAndStream
+            verifiedBy = verification
         }
         if case .allowed = evaluation.verdict, let id = serverHello?.sessionID {
             pendingCredentials.append(.sessionID(id))
@@ -327,13 +486,16 @@ final class StreamCheck {
         return nil
     }
 
-    /// A refusal. Only an SNI for another host may be let through, by report mode or an active
-    /// debug bypass (then noted), and the server's chain is still judged after it, deny list and all.
+    /// A refusal. Only an SNI for another host, or a TLS 1.3 key-log line missing or wrong (which
+    /// leaves the tunnel where it would be without a key log: probe-only), may be let through, by
+    /// report mode or an active debug bypass (then noted); the server's chain is still judged after
+    /// an SNI, deny list and all.
     /// What leaves nothing to judge — bytes that are not TLS, a flight that does not parse, a
     /// resumption of an unknown session — is refused in every mode: letting it through would let a
     /// deny-listed key through unseen.
     private func refuse(_ reason: StreamReason, _ detail: String, _ now: Date) -> Inspection {
-        guard context.pinned, reason == .sniMismatch, let basis = bypassBasis(now) else {
+        let overlookable: Set<StreamReason> = [.sniMismatch, .keylogMissing, .keylogInvalid]
+        guard context.pinned, overlookable.contains(reason), let basis = bypassBasis(now) else {
             return .refuse(StreamRefusal(reason: reason, detail: detail))
         }
         let note = Overlooked(reason: reason, detail: detail, basis: basis)

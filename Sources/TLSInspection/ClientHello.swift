@@ -9,6 +9,7 @@ public struct ClientHello: Equatable, Sendable {
     public let alpn: [String]
     public let sessionTicket: [UInt8]?      // session_ticket ext (35) data; nil if ext absent; [] if empty
     public let offersPreSharedKey: Bool     // pre_shared_key ext (41) present (TLS 1.3 resumption)
+    public let pskIdentities: [[UInt8]]     // pre_shared_key identities (tickets), in order; [] if ext absent
     public let raw: [UInt8]                 // the whole handshake message (type + 3-byte length + body)
 }
 
@@ -42,6 +43,7 @@ extension ClientHello {
         var alpn: [String] = []
         var sessionTicket: [UInt8]?
         var offersPreSharedKey = false
+        var pskIdentities: [[UInt8]] = []
         for (position, (type, data)) in extensions.enumerated() {
             switch type {
             case tlsExtensionServerName: serverName = try readServerNameList(data)
@@ -53,6 +55,7 @@ extension ClientHello {
                 // RFC 8446 §4.2.11: it MUST be the last extension (the binders cover what precedes it).
                 guard position == extensions.count - 1 else { throw .malformed("pre_shared_key is not the last extension") }
                 offersPreSharedKey = true
+                pskIdentities = try readOfferedPsks(data)
             default: break
             }
         }
@@ -61,6 +64,7 @@ extension ClientHello {
         self.alpn = alpn
         self.sessionTicket = sessionTicket
         self.offersPreSharedKey = offersPreSharedKey
+        self.pskIdentities = pskIdentities
         raw = message.raw
     }
 }
@@ -137,4 +141,42 @@ func readProtocolNameList(_ extensionData: ByteCursor) throws(TLSReadError) -> [
         names.append(String(decoding: name.bytes, as: UTF8.self))
     }
     return names
+}
+
+/// The identities a client offers to resume with (a TLS 1.3 ticket is the identity). The binders
+/// are only checked for shape: pinproxy cannot verify them (they need the resumption secret).
+///
+/// RFC 8446 §4.2.11:
+///
+///     struct {
+///         opaque identity<1..2^16-1>;
+///         uint32 obfuscated_ticket_age;
+///     } PskIdentity;
+///
+///     opaque PskBinderEntry<32..255>;
+///
+///     struct {
+///         PskIdentity identities<7..2^16-1>;
+///         PskBinderEntry binders<33..2^16-1>;
+///     } OfferedPsks;
+func readOfferedPsks(_ extensionData: ByteCursor) throws(TLSReadError) -> [[UInt8]] {
+    var data = extensionData
+    var list = try data.vector("psk identities", lengthBytes: 2, 7...0xFFFF)
+    var binders = try data.vector("psk binders", lengthBytes: 2, 33...0xFFFF)
+    try data.expectEnd("pre_shared_key")
+    var identities: [[UInt8]] = []
+    while !list.isEmpty {
+        identities.append(Array(try list.vector("psk identity", lengthBytes: 2, 1...0xFFFF).bytes))
+        _ = try list.uint(4, "obfuscated_ticket_age")
+    }
+    var binderCount = 0
+    while !binders.isEmpty {
+        _ = try binders.vector("psk binder", lengthBytes: 1, 32...255)
+        binderCount += 1
+    }
+    // RFC 8446 §4.2.11: one binder per identity, in the same order.
+    guard binderCount == identities.count else {
+        throw .malformed("\(identities.count) psk identities with \(binderCount) binders")
+    }
+    return identities
 }

@@ -40,9 +40,14 @@ public struct ServerFlightReader: Sendable {
         records = TLSRecordLayer(limit: limit, firstContentTypes: [tlsContentTypeHandshake, tlsContentTypeAlert])
     }
 
-    /// Bytes taken from the input so far. Once done: up to the end of the ChangeCipherSpec record,
-    /// or the header of the first application_data record, which is where the plaintext ends.
-    public var bytesConsumed: Int { records.consumed }
+    /// Bytes taken from the input so far. Once done: up to the end of the ChangeCipherSpec record
+    /// (TLS ≤ 1.2), or through the header of an application_data record where TLS ≤ 1.2 plaintext
+    /// was expected; on TLS 1.3 exactly up to the start of the first encrypted record, its header
+    /// not counted, so the caller hands the stream from there on to `TLS13ServerFlight`.
+    public var bytesConsumed: Int { records.consumed - (stoppedBeforeEncryptedRecord ? tlsRecordHeaderLength : 0) }
+
+    /// TLS 1.3 ended at an application_data header: that header belongs to the encrypted flight.
+    private var stoppedBeforeEncryptedRecord = false
 
     /// Feed the next bytes; returns the events completed by them, in order. After `.changeCipherSpec`
     /// or `.encrypted` (or for TLS 1.3: after the ServerHello of version 0x0304 and its optional CCS,
@@ -103,6 +108,7 @@ public struct ServerFlightReader: Sendable {
             guard !handshake.hasPendingBytes else { throw .malformed("application_data inside a handshake message") }
             switch stage {
             case .tls12, .tls13:
+                if case .tls13 = stage { stoppedBeforeEncryptedRecord = true }
                 events.append(.encrypted)
                 stage = .done
             default:

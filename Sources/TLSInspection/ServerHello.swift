@@ -6,6 +6,8 @@ public struct ServerHello: Equatable, Sendable {
     public let sessionID: [UInt8]
     public let cipherSuite: UInt16
     public let isHelloRetryRequest: Bool    // RFC 8446 §4.1.3 special random
+    /// TLS 1.3 resumption: which of the ClientHello's pre_shared_key identities the server accepted.
+    public let selectedIdentity: UInt16?
     public let raw: [UInt8]
 }
 
@@ -34,10 +36,20 @@ extension ServerHello {
         cipherSuite = try hello.uint16("cipher_suite")
         _ = try hello.uint8("compression_method")
         var version = legacyVersion
-        for (type, data) in try readExtensions(&hello, in: "ServerHello") where type == tlsExtensionSupportedVersions {
-            version = try readSelectedVersion(data)
+        var selectedIdentity: UInt16?
+        for (type, data) in try readExtensions(&hello, in: "ServerHello") {
+            switch type {
+            case tlsExtensionSupportedVersions: version = try readSelectedVersion(data)
+            case tlsExtensionPreSharedKey:
+                // RFC 8446 §4.2.11: in a ServerHello, `uint16 selected_identity`.
+                var selected = data
+                selectedIdentity = try selected.uint16("selected_identity")
+                try selected.expectEnd("selected_identity")
+            default: break
+            }
         }
         self.version = version
+        self.selectedIdentity = selectedIdentity
         isHelloRetryRequest = random == helloRetryRequestRandom
         raw = message.raw
     }

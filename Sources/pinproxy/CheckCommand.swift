@@ -12,7 +12,8 @@ struct CheckCommand: ParsableCommand {
             Prints every error with file:line:column and exits 1, or prints a summary and the lint \
             warnings and exits 0. --explain HOST:PORT shows which rule applies to that CONNECT target \
             and which pins it accepts. --probe connects to every pinned host with a concrete name (or IP) \
-            and reports whether its chain matches today; it exits 1 when an enforced rule would refuse.
+            on each port its rule covers (its ports:, else proxy.allowed_ports; --port picks one) and reports \
+            whether its chain matches today; it exits 1 when an enforced rule would refuse.
             """)
 
     @Flag(name: .long, help: "Probe every pinned host now and report whether its chain matches.")
@@ -26,6 +27,13 @@ struct CheckCommand: ParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp("Explain the decision for a CONNECT target.", valueName: "HOST:PORT"))
     var explain: [String] = []
+
+    @Option(name: .long, help: ArgumentHelp("With --probe: probe only this port (default: each rule's ports, or proxy.allowed_ports for a rule without).", valueName: "PORT"))
+    var port: UInt16?
+
+    func validate() throws {
+        if port != nil && !probe { throw ValidationError("--port goes with --probe") }
+    }
 
     func run() throws {
         let policy: Policy
@@ -80,26 +88,42 @@ struct CheckCommand: ParsableCommand {
                 Output.out("line \(rule.line) \(rule.name): skipped (a pattern names no single host; probe one with pinproxy pin HOST)")
                 continue
             }
-            let authority = Authority(target: target, port: rule.ports?.first ?? policy.proxy.allowedPorts.first ?? 443)
-            let prefix = "line \(rule.line) \(authority):"
-            do {
-                let seen = try OneShotProbe.run(authority, policy: policy)
-                let (validation, evaluation) = snapshot.judge(seen.presented, target: target, rule: rule, at: Date(), debugBypassEnabled: false)
-                switch evaluation.verdict {
-                case .allowed(let match):
-                    Output.out("\(prefix) matches (\(match.entry.pin) at position \(match.position)) via \(seen.address.ip) \(seen.tlsVersion)")
-                case .refused(let reason):
-                    Output.out("\(prefix) would be REFUSED: \(reason.rawValue)\(validation.failureDetail) via \(seen.address.ip)")
-                    healthy = false
-                case .bypassed(let reason, _):
-                    Output.out("\(prefix) does not match (\(reason.rawValue)\(validation.failureDetail)); mode: report lets it through")
-                case .unpinned:
-                    continue
-                }
-            } catch {
-                Output.out("\(prefix) could not be probed: \(error)")
-                if rule.mode == .enforce { healthy = false }
+            // Every port the rule covers: a server may present another chain on each.
+            let covered = rule.ports ?? policy.proxy.allowedPorts
+            let ports = port.map { covered.contains($0) ? [$0] : [] } ?? covered
+            if ports.isEmpty {
+                Output.out("line \(rule.line) \(rule.name): skipped (it does not cover port \(port ?? 0))")
+                continue
             }
+            for port in ports where !probeOne(rule, Authority(target: target, port: port), policy: policy, snapshot: snapshot) {
+                healthy = false
+            }
+        }
+        return healthy
+    }
+
+    /// One line for one rule and port; false when an enforced rule would refuse.
+    private func probeOne(_ rule: Rule, _ authority: Authority, policy: Policy, snapshot: PolicySnapshot) -> Bool {
+        let target = authority.target
+        let prefix = "line \(rule.line) \(authority):"
+        var healthy = true
+        do {
+            let seen = try OneShotProbe.run(authority, policy: policy)
+            let (validation, evaluation) = snapshot.judge(seen.presented, target: target, rule: rule, at: Date(), debugBypassEnabled: false)
+            switch evaluation.verdict {
+            case .allowed(let match):
+                Output.out("\(prefix) matches (\(match.entry.pin) at position \(match.position)) via \(seen.address.ip) \(seen.tlsVersion)")
+            case .refused(let reason):
+                Output.out("\(prefix) would be REFUSED: \(reason.rawValue)\(validation.failureDetail) via \(seen.address.ip)")
+                healthy = false
+            case .bypassed(let reason, _):
+                Output.out("\(prefix) does not match (\(reason.rawValue)\(validation.failureDetail)); mode: report lets it through")
+            case .unpinned:
+                break
+            }
+        } catch {
+            Output.out("\(prefix) could not be probed: \(error)")
+            if rule.mode == .enforce { healthy = false }
         }
         return healthy
     }

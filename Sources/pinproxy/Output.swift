@@ -10,9 +10,12 @@ enum Output {
     static func out(_ text: String) { write(1, text + "\n") }
     static func err(_ text: String) { write(2, text + "\n") }
 
-    /// `file:line:column: error: message`, one line each, the form editors and CI annotate.
+    /// `file:line:column: error: message`, one line each, the form editors and CI annotate; an error
+    /// about the file as a whole (it cannot be read) has no position: `file: error: message`.
     static func loadErrors(_ error: PolicyLoadError) {
-        for e in error.errors { err("\(e.file):\(e.line):\(e.column): error: \(e.message)") }
+        for e in error.errors {
+            err(e.line == 0 && e.column == 0 ? "\(e.file): error: \(e.message)" : "\(e.file):\(e.line):\(e.column): error: \(e.message)")
+        }
     }
 
     private static func write(_ fd: Int32, _ text: String) {

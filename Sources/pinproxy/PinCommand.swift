@@ -11,7 +11,8 @@ struct PinCommand: ParsableCommand {
         discussion: """
             pinproxy pin HOST[:PORT]     probes the server the way the proxy does (honouring --config's \
             resolve:, dns and the trust of the rule for HOST, or --connect-to) and prints the verified chain.
-            pinproxy pin --cert FILE...  reads PEM (one or more certificates) or DER files.
+            With --config, it also says whether the chain MATCHES the policy's rule for HOST or DOES NOT MATCH it.
+            pinproxy pin --cert FILE...  reads certificates (PEM, one or more, or DER) or public keys (PEM or DER).
 
             Discovery must happen on a network you trust: on an intercepted network the pins printed are \
             the attacker's. The SPKI pin equals the value of
@@ -21,7 +22,7 @@ struct PinCommand: ParsableCommand {
     @Argument(help: ArgumentHelp("The server to probe (port 443 when omitted).", valueName: "HOST[:PORT]"))
     var target: String?
 
-    @Option(name: .long, parsing: .upToNextOption, help: ArgumentHelp("Certificate files (PEM or DER).", valueName: "FILE"))
+    @Option(name: .long, parsing: .upToNextOption, help: ArgumentHelp("Certificate or public-key files (PEM or DER).", valueName: "FILE"))
     var cert: [String] = []
 
     @Option(name: .long, help: "The policy file whose resolve:, dns and trust apply (default: none; system trust and DNS).")
@@ -47,11 +48,21 @@ struct PinCommand: ParsableCommand {
 
     private func files() throws {
         var all: [CertificateFacts] = []
+        var keys: [(path: String, pin: Pin)] = []
         for path in cert {
             let certificates: [Certificate]
             do {
                 certificates = try Certificate.load(file: path)
             } catch {
+                // A public key (PEM `PUBLIC KEY` or DER SubjectPublicKeyInfo): what the policy's
+                // `file:` pins accept, and what an offline backup key usually is.
+                if let key = try? PinFiles.read(path: path, kind: .spki) {
+                    keys.append((path, key.pin))
+                    Output.out("# \(path): a public key (no certificate)")
+                    Output.out("spki pin:  \(key.pin)")
+                    Output.out("")
+                    continue
+                }
                 Output.err("pinproxy pin: \(path): \(error)")
                 throw ExitCode(1)
             }
@@ -63,7 +74,15 @@ struct PinCommand: ParsableCommand {
                 Output.out("")
             }
         }
-        Output.out(CertificateReport.suggestedRule(for: all))
+        if !all.isEmpty { Output.out(CertificateReport.suggestedRule(for: all)) }
+        if !keys.isEmpty {
+            if !all.isEmpty { Output.out("") }
+            Output.out("# Pin entries for a rule's pins: (a key without a certificate: a backup, or the key itself):")
+            for key in keys {
+                let name = (key.path as NSString).lastPathComponent
+                Output.out("    - { pin: \"\(key.pin)\", label: \"\(CertificateReport.escape(name))\" }   # or { file: \(key.path) }")
+            }
+        }
     }
 
     private func probe(_ text: String) throws {
@@ -91,8 +110,8 @@ struct PinCommand: ParsableCommand {
         }
         let rule = policy.rule(for: authority)
         let trust = rule?.trust ?? policy.defaults.trust
-        let validation = try PolicySnapshot(policy: policy, systemStore: TrustStore.system())
-            .validate(seen.presented, for: authority.target, trust: trust, pins: rule?.pins ?? [])
+        let snapshot = try PolicySnapshot(policy: policy, systemStore: TrustStore.system())
+        let validation = snapshot.validate(seen.presented, for: authority.target, trust: trust, pins: rule?.pins ?? [])
         Output.out("# pinproxy pin \(authority): \(seen.address.ip) answered with \(seen.tlsVersion)" + (seen.proof == .handshakeCompleted ? "" : " (it proved its key, then asked for a client certificate)"))
         Output.out("# Take these pins only on a network you trust: behind an interception proxy they are the attacker's.")
         let chain: [CertificateFacts]
@@ -109,8 +128,57 @@ struct PinCommand: ParsableCommand {
             Output.out(CertificateReport.describe(facts, position: position))
             Output.out("")
         }
-        if let rule { Output.out("# The policy's rule for this target is at line \(rule.line) ('\(rule.name)').") }
-        Output.out(CertificateReport.suggestedRule(for: chain, host: authority.target))
+        if let rule { Output.out(comparison(seen, with: rule, snapshot: snapshot, target: authority.target)) }
+        for line in portAdvice(authority.port, policy: policy) { Output.out(line) }
+        let pastedTrust = trustForPastedRule(seen, target: authority.target, ruleTrust: trust, ruleValidation: validation, policy: policy, snapshot: snapshot)
+        if let note = pastedTrust.note { Output.out(note) }
+        Output.out(CertificateReport.suggestedRule(for: chain, host: authority.target, trust: pastedTrust.trust))
+    }
+
+    /// Whether what the server presented now passes the policy's rule for it: the question to answer
+    /// before pasting anything, since on a changed chain the pins printed may be an attacker's.
+    private func comparison(_ seen: OneShotProbe.Seen, with rule: Rule, snapshot: PolicySnapshot, target: Target) -> String {
+        guard rule.mode != .unpinned else {
+            return "# The policy's rule for this target is at line \(rule.line) ('\(rule.name)', mode: unpinned): it checks no pins."
+        }
+        let (validation, evaluation) = snapshot.judge(seen.presented, target: target, rule: rule, at: Date(), debugBypassEnabled: false)
+        switch evaluation.verdict {
+        case .allowed(let match):
+            return "# MATCHES rule at line \(rule.line) (pin \(match.entry.pin) at position \(match.position))."
+        case .refused(let reason), .bypassed(let reason, _):
+            return "# DOES NOT MATCH rule at line \(rule.line) (\(reason.rawValue)\(validation.failureDetail)) — do not paste these pins unless you have confirmed the change out of band."
+        case .unpinned:
+            return "# The policy's rule for this target is at line \(rule.line) ('\(rule.name)'): it checks no pins."
+        }
+    }
+
+    /// A port outside `proxy.allowed_ports` is refused before any rule (403 `port_not_allowed`).
+    private func portAdvice(_ port: UInt16, policy: Policy) -> [String] {
+        let allowed = policy.proxy.allowedPorts
+        guard !allowed.contains(port) else { return [] }
+        return [
+            "# Port \(port) is not in proxy.allowed_ports, so every CONNECT to it is refused (403 port_not_allowed); allow it:",
+            "#   proxy:",
+            "#     allowed_ports: [\((allowed + [port]).map(String.init).joined(separator: ", "))]",
+        ]
+    }
+
+    /// The `trust:` the suggested rule needs: none when the chain validates under the trust a pasted
+    /// rule inherits (`defaults.trust`), else the rule's own trust when that one validates it, else
+    /// `pins-only` (the pinned certificates become the anchors). A certificate that does not name
+    /// the host fails under any trust; the note says so.
+    private func trustForPastedRule(_ seen: OneShotProbe.Seen, target: Target, ruleTrust: Trust, ruleValidation: ChainValidation,
+                                    policy: Policy, snapshot: PolicySnapshot) -> (trust: Trust?, note: String?) {
+        let inherited = policy.defaults.trust
+        let underInherited = ruleTrust == inherited ? ruleValidation : snapshot.validate(seen.presented, for: target, trust: inherited, pins: [])
+        guard case .failed(let failure, _) = underInherited else { return (nil, nil) }
+        if failure.reason == .hostnameMismatch {
+            return (nil, "# The certificate does not name \(target): no trust: setting makes a rule for it pass (hostname_mismatch).")
+        }
+        if ruleTrust != inherited, case .verified = ruleValidation {
+            return (ruleTrust, "# The chain validates only under trust \(ruleTrust) (the rule's), not under defaults.trust \(inherited): the rule says trust: \(ruleTrust).")
+        }
+        return (.pinsOnly, "# The chain does not validate under trust \(inherited) (\(failure.detail)): the rule says trust: pins-only, so the pinned certificates are its anchors (signatures, dates and the name are still checked).")
     }
 }
 
@@ -133,7 +201,7 @@ enum CertificateReport {
     }
 
     /// A rule that pins the leaf key and, when present, the issuing CA's key.
-    static func suggestedRule(for chain: [CertificateFacts], host known: Target? = nil) -> String {
+    static func suggestedRule(for chain: [CertificateFacts], host known: Target? = nil, trust: Trust? = nil) -> String {
         guard let leaf = chain.first(where: { !$0.isCA }) ?? chain.first else { return "" }
         let host = leaf.subjectAltNames.first { $0.hasPrefix("DNS:") }.map { String($0.dropFirst(4)) }
         let ip = leaf.subjectAltNames.first { $0.hasPrefix("IP:") }.map { String($0.dropFirst(3)) }
@@ -146,6 +214,9 @@ enum CertificateReport {
         var lines = [
             "# Ready-to-paste rule (under rules:). Confirm these pins from a network you trust.",
             "- \(target)",
+        ]
+        if let trust { lines.append("  trust: \"\(trust)\"") }
+        lines += [
             "  pins:",
             "    - { pin: \"\(leaf.spki)\", at: leaf, label: \"\(escape(leaf.subject))\" }",
         ]

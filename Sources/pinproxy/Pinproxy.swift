@@ -1,4 +1,5 @@
 import ArgumentParser
+import ProxyCore
 
 @main
 struct Pinproxy: ParsableCommand {
@@ -13,6 +14,7 @@ struct Pinproxy: ParsableCommand {
             Start with `pinproxy pin --cert FILE` (or `pinproxy pin HOST`) to get a rule, add it to the \
             policy, and check the file with `pinproxy check`.
             """,
+        version: BuildInfo.version,
         subcommands: [RunCommand.self, CheckCommand.self, PinCommand.self])
 }
 

@@ -46,7 +46,8 @@ struct RunCommand: ParsableCommand {
     }
 
     func run() throws {
-        let path = config
+        // Absolute, so the hints that name it (`pinproxy pin … --config PATH`) work from any directory.
+        let path = URL(fileURLWithPath: config).standardizedFileURL.path
         let loaded = Result { () throws(PolicyLoadError) in try PolicyLoader.load(file: path, pinFiles: PinFiles.loader) }
         let format = LogFormatChoice(rawValue: logFormat ?? ((try? loaded.get())?.proxy.logFormat.rawValue ?? "text"))!
         let sink = LogSink(format: format, queueBytes: logQueueBytes)

@@ -29,7 +29,7 @@ func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, ar
         #expect(r.stderr == """
             \(path):5:11: error: bad host pattern '**': a bare '*' or '**' matches everything; list the domains instead
             \(path):6:12: error: SHA-1 pins are refused; use a SHA-256 pin (spki-sha256:…)
-            \(path):7:5: error: unknown key 'colour' in a rule; known keys: host, ip, ports, pins, pinset, mode, trust, expires, on_expiry
+            \(path):7:5: error: unknown key 'colour' in a rule; known keys: host, ip, ports, pins, pinset, mode, trust, expires, on_expiry, require_keylog
             \(path): 3 errors; the policy was not loaded
 
             """)
@@ -38,7 +38,14 @@ func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, ar
     @Test func aMissingFileIsAnErrorNotACrash() throws {
         let r = try pinproxy("check", "--config", "/nonexistent/pinproxy.yaml")
         #expect(r.status == 1)
-        #expect(r.stderr.hasPrefix("/nonexistent/pinproxy.yaml:0:0: error: cannot read /nonexistent/pinproxy.yaml: No such file or directory (errno 2)\n"))
+        #expect(r.stdout.isEmpty)
+        #expect(r.stderr == "/nonexistent/pinproxy.yaml: error: cannot read /nonexistent/pinproxy.yaml: No such file or directory (errno 2)\n/nonexistent/pinproxy.yaml: 1 error; the policy was not loaded\n")
+        let directory = try temporaryDirectory()
+        let notAFile = try pinproxy("check", "--config", directory)
+        #expect(notAFile.stderr == "\(directory): error: cannot read \(directory): Is a directory (errno 21)\n\(directory): 1 error; the policy was not loaded\n")
+        let pin = try pinproxy("pin", "127.0.0.1:1", "--config", "/nonexistent/pinproxy.yaml")
+        #expect(pin.status == 1)
+        #expect(pin.stderr == "/nonexistent/pinproxy.yaml: error: cannot read /nonexistent/pinproxy.yaml: No such file or directory (errno 2)\n")
     }
 
     @Test func warningsPassUnlessStrict() throws {
@@ -113,5 +120,77 @@ func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, ar
         let none = try pinproxy("pin")
         #expect(none.status != 0)
         #expect(none.stderr.contains("give HOST[:PORT] or --cert FILE..."))
+    }
+}
+
+/// What the `.deb` is made of that comes from the CLI itself (`.ci/build-deb` runs these and
+/// `.ci/check-deb` checks the package it made).
+@Suite struct InstallTests {
+    @Test func versionIsPrintedAndLoggedInStartedAndStopped() throws {
+        let r = try pinproxy("--version")
+        #expect(r.status == 0)
+        #expect(r.stderr.isEmpty)
+        let version = r.stdout.trimmingCharacters(in: .newlines)
+        #expect(r.stdout == version + "\n")
+        #expect(version.split(separator: ".").count == 3 && version.split(separator: ".").allSatisfy { $0.allSatisfy(\.isNumber) }, "\(version)")
+        let proxy = try ProxyProcess(config: "version: 1\nproxy: { stats_interval: 0 }\ndefaults: { unpinned: allow }\n")
+        #expect(proxy.events("started").first?["version"] == version)
+        #expect(proxy.stop() == 0)
+        #expect(proxy.events("stopped").first?["version"] == version)
+    }
+
+    @Test(arguments: ["bash", "zsh"])
+    func completionScriptsCoverEverySubcommandAndOption(shell: String) throws {
+        let r = try pinproxy("--generate-completion-script", shell)
+        #expect(r.status == 0)
+        #expect(r.stderr.isEmpty)
+        for word in ["run", "check", "pin", "--config", "--listen", "--log-format", "--debug-bypass", "--strict", "--explain", "--probe",
+                     "--cert", "--connect-to", "--version"] {
+            #expect(r.stdout.contains(word), "\(shell) completion lacks \(word)")
+        }
+        #expect(!r.stdout.contains("--log-queue-bytes"))  // hidden options stay hidden
+        if shell == "bash" {
+            let syntax = try run("/bin/bash", ["-n", try temporaryFile(r.stdout, name: "completion")])
+            #expect(syntax.status == 0, "\(syntax.stderr)")
+        } else {
+            #expect(r.stdout.hasPrefix("#compdef pinproxy\n"))
+        }
+    }
+}
+
+/// The sharp edges of the pin workflow that need no server (the others: PinWorkflowTests).
+@Suite struct PinWorkflowCLITests {
+    /// A public-key file, what the policy accepts as a `file:` pin and what an offline backup key is.
+    @Test func pinCertAcceptsAPublicKey() throws {
+        let r = try pinproxy("pin", "--cert", "\(fixtures)/backup.pub.pem")
+        #expect(r.status == 0, "\(r.stderr)")
+        let openssl = try run("/bin/sh", ["-c", "openssl pkey -pubin -in '\(fixtures)/backup.pub.pem' -outform DER | openssl dgst -sha256 -binary | base64"])
+        let pin = "spki-sha256:" + openssl.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(r.stdout == """
+            # \(fixtures)/backup.pub.pem: a public key (no certificate)
+            spki pin:  \(pin)
+
+            # Pin entries for a rule's pins: (a key without a certificate: a backup, or the key itself):
+                - { pin: "\(pin)", label: "backup.pub.pem" }   # or { file: \(fixtures)/backup.pub.pem }
+
+            """)
+        let both = try pinproxy("pin", "--cert", "\(fixtures)/leaf-ec256.pem", "\(fixtures)/backup.pub.pem")
+        #expect(both.status == 0)
+        #expect(both.stdout.contains("- host: \"api.pinproxy.test\"\n"))
+        #expect(both.stdout.hasSuffix("    - { pin: \"\(pin)\", label: \"backup.pub.pem\" }   # or { file: \(fixtures)/backup.pub.pem }\n"))
+    }
+
+    @Test func checkWarnsAboutAResolvedNameInDenyDestinations() throws {
+        let path = try temporaryFile("version: 1\ndefaults: {unpinned: allow}\nresolve:\n  api.internal.test: 127.0.0.1\n")
+        let r = try pinproxy("check", "--config", path)
+        #expect(r.status == 0)
+        #expect(r.stdout.contains("\(path):4: warning[resolve_to_denied_destination]: resolve: sends 'api.internal.test' to 127.0.0.1 (loopback), which proxy.deny_destinations refuses: every CONNECT to it is refused with 403 destination_ip_prohibited"))
+        #expect(try pinproxy("check", "--config", path, "--strict").status == 1)
+    }
+
+    @Test func portNeedsProbe() throws {
+        let r = try pinproxy("check", "--config", "config/pinproxy.yaml", "--port", "8443")
+        #expect(r.status != 0)
+        #expect(r.stderr.contains("--port goes with --probe"))
     }
 }

@@ -95,6 +95,9 @@ import TestSupport
         proxy.signal(SIGHUP)
         #expect(proxy.waitFor("policy_reloaded") != nil)
         #expect(proxy.waitFor("tunnel_allowed")?["pin"] == Pins.leafEC)  // judged by the old policy
+        // ... and, the reload having come while it was set up, judged again at once under the new one
+        let reloaded = try #require(proxy.waitFor("tunnel_closed"))
+        #expect(reloaded["close_reason"] == "policy_reload" && reloaded["reason"] == "pin_mismatch")
         #expect(statusLine(try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:\(slow.port)")) == "HTTP/1.1 502 Certificate Pin Mismatch")
         first.close()
 
@@ -104,5 +107,68 @@ import TestSupport
         #expect(failed["detail"]?.contains("not valid YAML") == true)
         #expect(statusLine(try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:\(slow.port)")) == "HTTP/1.1 502 Certificate Pin Mismatch")
         #expect(proxy.events("tunnel_refused", count: 2).count == 2)
+    }
+}
+
+/// A reload re-judges the tunnels already open, on the chains already verified for them.
+@Suite(.serialized) struct ReloadUnderLoadTests {
+    /// 20 tunnels stream across three SIGHUPs: one that changes an unrelated rule and one with a
+    /// broken file leave every byte intact; one that deny-lists the key behind 5 of them closes
+    /// exactly those 5 (`close_reason=policy_reload reason=denylisted_key`), the other 15 finish.
+    @Test func reloadClosesOnlyTheTunnelsTheNewPolicyRefuses() throws {
+        let ec = try Upstream("leaf-ec256", name: "ec", tls: "1.2", mode: "bulk", extra: ["--bulk-bytes", String(4 << 20)])
+        let rsa = try Upstream("leaf-rsa2048", name: "rsa", tls: "1.2", mode: "bulk", extra: ["--bulk-bytes", String(4 << 20)])
+        func rules(_ extra: String = "") -> String {
+            "rules:\n  - host: api.pinproxy.test\n    ports: [\(ec.port)]\n\(pinsLine(Pins.leafEC))\n"
+                + "  - host: api.pinproxy.test\n    ports: [\(rsa.port)]\n\(pinsLine(Pins.leafRSA))\n" + extra
+        }
+        let ports = [ec.port, rsa.port]
+        let proxy = try ProxyProcess(config: policy(ports: ports, rules: rules()))
+        let targets = Array(repeating: "api.pinproxy.test:\(ec.port)", count: 5) + Array(repeating: "api.pinproxy.test:\(rsa.port)", count: 15)
+        let streams = try BackgroundRun("/usr/bin/env", ["python3", "\(Paths.scripts)/clients.py", "streams", String(proxy.port),
+                                                             Paths.fixture("both-roots.pem"), "6"] + targets)
+        #expect(proxy.events("tunnel_allowed", count: 20).count == 20)
+
+        // (a) an unrelated rule added
+        try policy(ports: ports, rules: rules("  - host: other.pinproxy.test\n    pins: [\"\(Pins.backup)\"]\n"))
+            .write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
+        proxy.signal(SIGHUP)
+        let unrelated = try #require(proxy.waitFor("policy_reloaded"))
+        #expect(unrelated["tunnels_checked"] == "20" && unrelated["tunnels_closed"] == "0")
+        #expect(unrelated["changes"] == "rules +1 -0 ~0 (+other.pinproxy.test); pins +1 -0; deny +0 -0")
+
+        // (b) a broken file
+        try "version: 1\nrules: [\n".write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
+        proxy.signal(SIGHUP)
+        #expect(proxy.waitFor("policy_reload_failed") != nil)
+
+        // (c) the EC key deny-listed
+        try policy(ports: ports, rules: rules(), extra: "deny: [\"\(Pins.leafEC)\"]").write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
+        proxy.signal(SIGHUP)
+        let denied = try #require(proxy.waitFor("policy_reloaded") { $0["changes"]?.contains("deny +1") == true })
+        #expect(denied["tunnels_closed"] == "5")
+
+        let results = streams.output(timeout: 40).split(separator: "\n").map(String.init)
+        #expect(results.count == 20, "\(results)")
+        let complete = results.filter { $0.hasSuffix(" complete") }, cut = results.filter { $0.hasSuffix(" cut") }
+        #expect(complete.count == 15 && complete.allSatisfy { $0.hasPrefix("api.pinproxy.test:\(rsa.port) \(4 << 20) ") }, "\(results)")
+        #expect(cut.count == 5 && cut.allSatisfy { $0.hasPrefix("api.pinproxy.test:\(ec.port) ") }, "\(results)")
+        let closed = proxy.events("tunnel_closed", count: 20)
+        let byReload = closed.filter { $0["close_reason"] == "policy_reload" }
+        #expect(byReload.count == 5 && byReload.allSatisfy { $0["reason"] == "denylisted_key" && $0["port"] == String(ec.port) && $0["level"] == "warning" })
+        #expect(closed.filter { $0["close_reason"] == "eof" }.count == 15)
+    }
+
+    /// A key log added by a reload cannot be followed without a restart: said so, naming the key.
+    @Test func aSettingOnlyARestartAppliesIsNamed() throws {
+        let proxy = try ProxyProcess(config: policy(ports: [443]))
+        let directory = "/dev/shm/pinproxy-test-\(getpid())-reload"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try policy(ports: [443], proxy: "keylog: { path: \(directory)/keylog }").write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
+        proxy.signal(SIGHUP)
+        let line = try #require(proxy.waitFor("restart_required"))
+        #expect(line["setting"] == "proxy.keylog" && line["level"] == "warning")
+        #expect(proxy.waitFor("policy_reloaded") != nil)
     }
 }

@@ -8,7 +8,7 @@ import TestSupport
     /// The unit with the paths of this checkout (verify checks that ExecStart exists).
     func localUnit() throws -> String {
         let unit = try String(contentsOfFile: Paths.repository.appendingPathComponent("systemd/pinproxy.service").path, encoding: .utf8)
-            .replacingOccurrences(of: "/usr/local/bin/pinproxy", with: Paths.pinproxy)
+            .replacingOccurrences(of: "/usr/bin/pinproxy", with: Paths.pinproxy)
             .replacingOccurrences(of: "/etc/pinproxy/pinproxy.yaml", with: Paths.repository.appendingPathComponent("config/pinproxy.yaml").path)
         return try temporaryFile(unit, name: "pinproxy.service")
     }
@@ -73,14 +73,7 @@ final class DatagramListener {
     private var seen: [String] = []
 
     init(path: String) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
-        let ok = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
-        guard ok == 0 else { throw HelperError(message: "bind \(path) failed") }
-        var tv = timeval(tv_sec: 0, tv_usec: 200_000)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        fd = try boundDatagramSocket(path: path, receiveTimeoutMicroseconds: 200_000)
     }
 
     func count(_ prefix: String) -> Int { seen.filter { $0.hasPrefix(prefix) }.count }

@@ -120,7 +120,7 @@ let header = "version: 1\ndefaults:\n  unpinned: allow\n"
         // (yaml, line, column, message fragment)
         (header + "colour: blue\n", 4, 1, "unknown key 'colour' in the policy file"),
         (header + "proxy:\n  listn: [\"127.0.0.1:3128\"]\n", 5, 3, "unknown key 'listn' in proxy"),
-        ("version: 1\ndefaults:\n  unpinned: allow\n  unpinned: deny\n", 3, 3, "duplicate key 'unpinned'"),
+        ("version: 1\ndefaults:\n  unpinned: allow\n  unpinned: deny\n", 4, 3, "duplicate key 'unpinned'"),
         ("version: 2\ndefaults: {unpinned: allow}\n", 1, 10, "version must be 1"),
         ("defaults: {unpinned: allow}\n", 1, 1, "needs 'version: 1'"),
         ("version: 1\n", 1, 1, "needs a 'defaults:' section"),
@@ -159,6 +159,7 @@ let header = "version: 1\ndefaults:\n  unpinned: allow\n"
         (header + "proxy:\n  allowed_ports: [443, 443]\n", 5, 24, "listed twice"),
         (header + "proxy:\n  deny_destinations: [lan]\n", 5, 23, "neither an address class"),
         (header + "proxy:\n  log_format: xml\n", 5, 15, "must be one of text, json"),
+        (header + "proxy:\n  relay: sendfile\n", 5, 10, "proxy.relay must be one of copy, splice, not 'sendfile'"),
         (header + "resolve:\n  a.example.com: example.net\n", 5, 18, "not an IP address"),
         (header + "rules:\n  - host: a.example.com\n    pins:\n      - { pin: \"\(pinA)\", file: x.pem }\n", 7, 9, "either 'pin:' or 'file:'"),
         (header + "rules:\n  - host: a.example.com\n    pins:\n      - { pin: \"\(pinA)\", at: root }\n", 7, 80, "at must be one of leaf, ca, any"),
@@ -170,6 +171,11 @@ let header = "version: 1\ndefaults:\n  unpinned: allow\n"
     ])
     func loadErrors(yaml: String, line: Int, column: Int, message: String) {
         expectError(yaml, line: line, column: column, message)
+    }
+
+    @Test func theRelayMethodIsCopyUnlessSpliceIsWritten() throws {
+        #expect(try load(header).get().proxy.relay == .copy)
+        #expect(try load(header + "proxy:\n  relay: splice\n").get().proxy.relay == .splice)
     }
 
     @Test func allErrorsAreReportedInOneRun() throws {

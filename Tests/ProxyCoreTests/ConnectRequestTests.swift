@@ -18,10 +18,17 @@ import Testing
         #expect(request.authority.port == 443)
     }
 
+    /// Node's documented CONNECT pattern sends the proxy's address as Host; any Host is accepted and
+    /// the request-target alone names the tunnel.
+    @Test(arguments: ["127.0.0.1:3128", "b.example:443", "[::1]:3128", "not a host at all"])
+    func theTargetDecidesWhateverHostSays(host: String) throws {
+        let request = try parse("CONNECT a.example:443 HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n").get()
+        #expect(request.authority.description == "a.example:443")
+    }
+
     @Test(arguments: [
         ("GET http://a.example/ HTTP/1.1\r\n\r\n", ConnectRequest.Problem.methodNotAllowed("GET")),
         ("connect a.example:443 HTTP/1.1\r\n\r\n", .methodNotAllowed("connect")),
-        ("CONNECT a.example:443 HTTP/1.1\r\nHost: b.example:443\r\n\r\n", .malformed("the Host header 'b.example:443' does not match the CONNECT target a.example:443")),
         ("CONNECT a.example:443 HTTP/1.1\r\nHost: a.example:443\r\nHost: a.example:443\r\n\r\n", .malformed("more than one Host header")),
         ("CONNECT a.example:443\r\n\r\n", .malformed("the request line must be 'CONNECT host:port HTTP/1.1'")),
         ("CONNECT  a.example:443 HTTP/1.1\r\n\r\n", .malformed("the request line must be 'CONNECT host:port HTTP/1.1'")),
@@ -100,7 +107,67 @@ import Testing
     @Test func swiftLogMetadataComesBackInTheCanonicalOrder() {
         let record = LogRecord(.info, "tunnel_allowed", [("pin", .string("p")), ("host", .string("h")), ("conn", .int(1)), ("zzz", .string("z")), ("chain", .objects([[("anchor", .bool(false)), ("position", .int(0))]]))])
         let rebuilt = LogRecord(level: .info, event: "tunnel_allowed", metadata: record.metadata)
-        #expect(rebuilt.fields.map(\.0) == ["conn", "host", "pin", "chain", "zzz"])
-        #expect(rebuilt.text(at: time).hasSuffix("conn=1 host=h pin=p chain.0.position=0 chain.0.anchor=false zzz=z"))
+        #expect(rebuilt.fields.map(\.0) == ["host", "conn", "pin", "zzz", "chain"])
+        #expect(rebuilt.text(at: time).hasSuffix("event=tunnel_allowed host=h conn=1 pin=p zzz=z chain.0.position=0 chain.0.anchor=false"))
+    }
+}
+
+/// The first byte of a connection tells a client that speaks TLS or SOCKS to the proxy itself.
+@Suite struct WrongProtocolTests {
+    @Test func theFirstByteTells() {
+        #expect(WrongProtocol.detect(firstByte: 0x16) == .tls)
+        #expect(WrongProtocol.detect(firstByte: 0x04) == .socks4)
+        #expect(WrongProtocol.detect(firstByte: 0x05) == .socks5)
+        // Every byte an HTTP request line may start with (a method token, or the CRLF some clients
+        // send first) is left to the HTTP parser.
+        for byte in UInt8(0x20)...0x7e where isTokenByte(byte) { #expect(WrongProtocol.detect(firstByte: byte) == nil) }
+        #expect(WrongProtocol.detect(firstByte: 0x0d) == nil)
+        #expect(WrongProtocol.detect(firstByte: 0x0a) == nil)
+    }
+
+    @Test func eachIsAnsweredInItsOwnProtocolAndLoggedWithTheHint() {
+        #expect(WrongProtocol.tls.refusal.response(host: nil) == [0x15, 0x03, 0x01, 0x00, 0x02, 0x02, 0x28])
+        #expect(WrongProtocol.socks5.refusal.response(host: nil) == [0x05, 0xff])
+        #expect(WrongProtocol.socks4.refusal.response(host: nil) == [0x00, 0x5b, 0, 0, 0, 0, 0, 0])
+        #expect(WrongProtocol.tls.refusal.reason == "tls_to_proxy")
+        #expect(WrongProtocol.socks4.refusal.reason == "socks_to_proxy")
+        #expect(WrongProtocol.socks5.refusal.reason == "socks_to_proxy")
+    }
+}
+
+/// The CONNECT pinproxy sends a parent proxy, and how its answer is read.
+@Suite struct ParentHopTests {
+    let hop = ParentHop(parent: UpstreamProxy(address: SocketAddress.parse("10.0.0.1:3128")!, authorization: "Basic dTpw"),
+                        target: Authority(target: .name("api.example.com"), port: 443))
+
+    @Test func theRequestCarriesTheTargetAndTheCredentials() {
+        #expect(String(decoding: hop.request, as: UTF8.self)
+                == "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\nProxy-Authorization: Basic dTpw\r\n\r\n")
+    }
+
+    @Test(arguments: [
+        ("HTTP/1.1 200 Connection established\r\n\r\n", ParentHop.Answer.established),
+        ("HTTP/1.0 200\r\nVia: 1.1 squid\r\n\r\n", .established),
+        ("HTTP/1.1 204 No Content\r\n\r\n", .established),
+        ("HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n", .refused(status: 403, phrase: "Forbidden")),
+        ("HTTP/1.1 407 Proxy Authentication Required\r\n\r\n", .refused(status: 407, phrase: "Proxy Authentication Required")),
+        ("HTTP/1.1 503 Service \u{7}Unavailable\r\n\r\n", .refused(status: 503, phrase: "Service Unavailable")),
+        ("HTTP/1.1 100 Continue\r\n\r\n", .malformed("its answer does not start with an HTTP/1.x status line")),
+        ("SSH-2.0-OpenSSH\r\n\r\n", .malformed("its answer does not start with an HTTP/1.x status line")),
+        ("HTTP/1.1 2000 OK\r\n\r\n", .malformed("its answer does not start with an HTTP/1.x status line")),
+    ])
+    func answers(text: String, answer: ParentHop.Answer) {
+        #expect(ParentHop.parse(answer: Array(text.utf8)) == answer)
+    }
+
+    @Test func aRefusalKeepsTheParentsStatusExceptA407() {
+        let forbidden = hop.refusal(status: 403, phrase: "Forbidden")
+        #expect(forbidden.status == 403 && forbidden.phrase == "Forbidden" && forbidden.reason == "upstream_proxy_refused")
+        #expect(String(decoding: forbidden.response(host: "api.example.com"), as: UTF8.self).contains(
+            "Proxy-Status: pinproxy; error=http_request_denied; details=\"upstream_proxy_refused\"; received-status=403\r\n"))
+        let auth = hop.refusal(status: 407, phrase: "Proxy Authentication Required")
+        #expect(auth.status == 502 && auth.phrase == "Parent Proxy Authentication Failed")
+        #expect(hop.refusal(status: 302, phrase: "Found").status == 502)
+        #expect(!forbidden.detail.contains("dTpw"))
     }
 }

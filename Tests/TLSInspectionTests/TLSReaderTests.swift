@@ -231,8 +231,9 @@ func sniData(_ name: [UInt8], type: UInt8 = 0) -> [UInt8] {
         #expect(outline(events) == expected)
         guard case .read(_, let consumed) = readServer(flight.server) else { return }
         // The capture ends with one record cut to header + 16 bytes. TLS 1.2 stops at the end of the
-        // ChangeCipherSpec record (that record untouched); TLS 1.3 at the application_data header.
-        #expect(consumed == flight.server.count - (expected.last == "ccs" ? 5 + 16 : 16))
+        // ChangeCipherSpec record (that record untouched); TLS 1.3 at the start of the first
+        // encrypted record, its header not taken (TLS13ServerFlight reads from there).
+        #expect(consumed == flight.server.count - 5 - 16)
     }
 
     @Test(arguments: [(Flight.opensslTLS12, "leaf-ec256.chain.pem"), (Flight.opensslNoSNI, "leaf-ec256.chain.pem"),
@@ -447,12 +448,16 @@ func sniData(_ name: [UInt8], type: UInt8 = 0) -> [UInt8] {
 
     @Test func handBuiltHelloReadsItsExtensions() {
         let ticket: [UInt8] = [1, 2, 3]
+        // RFC 8446 §4.2.11 OfferedPsks: two identities (with their ages), two 32-byte binders.
+        let identities = u16(3) + [7, 8, 9] + [0, 0, 0, 1] + u16(1) + [6] + [0, 0, 0, 2]
+        let binders = ([32] + [UInt8](repeating: 0xB1, count: 32)) + ([32] + [UInt8](repeating: 0xB2, count: 32))
+        let offeredPsks = u16(identities.count) + identities + u16(binders.count) + binders
         let message = clientHelloMessage([
             (0, sniData(Array("api.pinproxy.test".utf8))),
             (43, [4, 0x7A, 0x7A, 0x03, 0x04]),
             (16, u16(3) + [2] + Array("h2".utf8)),
             (35, ticket),
-            (41, [0, 0]),
+            (41, offeredPsks),
         ])
         guard case .read(let hello?, _) = readClient(record(22, message)) else { Issue.record("no hello"); return }
         #expect(hello.serverName == apiHost)
@@ -460,7 +465,11 @@ func sniData(_ name: [UInt8], type: UInt8 = 0) -> [UInt8] {
         #expect(hello.alpn == ["h2"])
         #expect(hello.sessionTicket == ticket)
         #expect(hello.offersPreSharedKey)
+        #expect(hello.pskIdentities == [[7, 8, 9], [6]])
         #expect(hello.raw == message)
+        // One binder per identity.
+        let oneBinder = u16(identities.count) + identities + u16(33) + Array(binders.prefix(33))
+        #expect(readClient(record(22, clientHelloMessage([(41, oneBinder)]))) == .failed(.malformed("2 psk identities with 1 binders")))
         // RFC 8446 §4.2.11: pre_shared_key must be last; RFC 8446 §4.2: no repeated extension.
         #expect(readClient(record(22, clientHelloMessage([(41, []), (0, sniData([0x61]))])))
                 == .failed(.malformed("pre_shared_key is not the last extension")))

@@ -70,6 +70,8 @@ public func temporaryFile(_ text: String, name: String = "policy.yaml") throws -
 public final class Helper: @unchecked Sendable {
     public let process = Process()
     public private(set) var port: UInt16 = 0
+    /// What it reported after its port (`name=value`).
+    public private(set) var reported: [String: String] = [:]
     private let stdin = Pipe()
     private let stdout = Pipe()
 
@@ -86,11 +88,17 @@ public final class Helper: @unchecked Sendable {
             if data.isEmpty { break }
             text += String(decoding: data, as: UTF8.self)
         }
-        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("PORT ") }), let port = UInt16(line.dropFirst(5)) else {
+        // `PORT <n>`, then optional `name=value` words (a second listener's port, say).
+        let words = text.split(separator: "\n").first(where: { $0.hasPrefix("PORT ") })?.split(separator: " ") ?? []
+        guard words.count >= 2, let port = UInt16(words[1]) else {
             stop()
             throw HelperError(message: "\(executable) \(arguments) did not report a port: \(text)")
         }
         self.port = port
+        for word in words.dropFirst(2) {
+            let pair = word.split(separator: "=", maxSplits: 1)
+            if pair.count == 2 { reported[String(pair[0])] = String(pair[1]) }
+        }
     }
 
     public func stop() {
@@ -100,6 +108,44 @@ public final class Helper: @unchecked Sendable {
     }
 
     deinit { stop() }
+}
+
+/// A process that runs while the test goes on (clients streaming across a reload, say).
+public final class BackgroundRun: @unchecked Sendable {
+    private let process = Process()
+    private let pipe = Pipe()
+    private let lock = NSLock()
+    private var collected = Data()
+
+    public init(_ executable: String, _ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        pipe.fileHandleForReading.readabilityHandler = { [lock] handle in
+            let data = handle.availableData
+            lock.lock()
+            self.collected.append(data)
+            lock.unlock()
+        }
+        try process.run()
+    }
+
+    /// Waits for it to end (at most `timeout` seconds, then it is killed) and returns its stdout.
+    public func output(timeout: Double) -> String {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(50_000) }
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        pipe.fileHandleForReading.readabilityHandler = nil
+        let rest = pipe.fileHandleForReading.readDataToEndOfFile()
+        lock.lock()
+        defer { lock.unlock() }
+        collected.append(rest)
+        return String(decoding: collected, as: UTF8.self)
+    }
+
+    deinit { if process.isRunning { process.terminate() } }
 }
 
 public struct HelperError: Error, CustomStringConvertible {
@@ -361,10 +407,12 @@ public struct CurlResult: Sendable {
 }
 
 /// `curl --proxy http://127.0.0.1:<proxy> --cacert both-roots.pem https://<host>:<port>/`
-public func curl(proxy: UInt16, host: String, port: UInt16, cacert: String = Paths.fixture("both-roots.pem"), extra: [String] = []) throws -> CurlResult {
+public func curl(proxy: UInt16, host: String, port: UInt16, cacert: String = Paths.fixture("both-roots.pem"), extra: [String] = [],
+                 environment: [String: String] = [:]) throws -> CurlResult {
     let marker = "\n--pinproxy-test--"
     let r = try run("/usr/bin/curl", ["-sS", "--max-time", "20", "--proxy", "http://127.0.0.1:\(proxy)", "--cacert", cacert,
-                                      "-w", "\(marker)%{http_connect} %{http_code}"] + extra + ["https://\(host):\(port)/"], timeout: 30)
+                                      "-w", "\(marker)%{http_connect} %{http_code}"] + extra + ["https://\(host):\(port)/"],
+                    environment: environment.isEmpty ? nil : ProcessInfo.processInfo.environment.merging(environment) { $1 }, timeout: 30)
     let parts = r.stdout.components(separatedBy: marker)
     let codes = (parts.last ?? "").split(separator: " ").compactMap { Int($0) }
     return CurlResult(exitCode: r.status, connectStatus: codes.first ?? 0, status: codes.count > 1 ? codes[1] : 0,
@@ -372,8 +420,9 @@ public func curl(proxy: UInt16, host: String, port: UInt16, cacert: String = Pat
 }
 
 /// Python's urllib with HTTPS_PROXY set: prints `OK <status> <body>` or `ERROR <reason>`.
-public func urllib(proxy: UInt16, host: String, port: UInt16, cacert: String = Paths.fixture("both-roots.pem")) throws -> String {
-    var environment = ProcessInfo.processInfo.environment
+public func urllib(proxy: UInt16, host: String, port: UInt16, cacert: String = Paths.fixture("both-roots.pem"),
+                   environment extra: [String: String] = [:]) throws -> String {
+    var environment = ProcessInfo.processInfo.environment.merging(extra) { $1 }
     environment["HTTPS_PROXY"] = "http://127.0.0.1:\(proxy)"
     environment["https_proxy"] = "http://127.0.0.1:\(proxy)"
     environment["NO_PROXY"] = ""
@@ -384,6 +433,11 @@ public func urllib(proxy: UInt16, host: String, port: UInt16, cacert: String = P
 
 /// Sends raw bytes to the proxy and returns everything it answers until it closes (bounded).
 public func rawExchange(port: UInt16, send: [UInt8], timeout: Double = 15, readLimit: Int = 1 << 20) throws -> String {
+    String(decoding: try rawExchangeBytes(port: port, send: send, timeout: timeout, readLimit: readLimit), as: UTF8.self)
+}
+
+/// `rawExchange`'s answer as bytes, for replies that are not text (a TLS alert, a SOCKS reply).
+public func rawExchangeBytes(port: UInt16, send: [UInt8], timeout: Double = 15, readLimit: Int = 1 << 20) throws -> [UInt8] {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw HelperError(message: "socket failed") }
     defer { close(fd) }
@@ -406,5 +460,16 @@ public func rawExchange(port: UInt16, send: [UInt8], timeout: Double = 15, readL
         if n <= 0 { break }
         received += buffer[0..<n]
     }
-    return String(decoding: received, as: UTF8.self)
+    return received
+}
+
+/// Whether the tests run under AddressSanitizer (`.ci/sanitizers`): then the test process exports
+/// the ASan runtime's `__asan_init`, and the `pinproxy` beside it is built the same way. ASan pads
+/// every allocation with redzones, keeps 1/8 more as shadow and holds freed memory in a quarantine,
+/// so the tests that bound the proxy's RSS widen their bounds by `memoryFactor` and
+/// `memorySlackKiB` in such a run; everywhere else both are neutral.
+public enum AddressSanitizer {
+    public static let isActive = dlsym(nil, "__asan_init") != nil
+    public static let memoryFactor = isActive ? 2 : 1
+    public static let memorySlackKiB = isActive ? 32 * 1024 : 0
 }

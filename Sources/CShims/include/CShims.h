@@ -22,3 +22,7 @@ void pp_OPENSSL_free(void *p);
 unsigned long pp_XN_FLAG_RFC2253(void);
 /// SSL_set_msg_callback_arg(ssl, arg): macro over SSL_ctrl.
 long pp_SSL_set_msg_callback_arg(struct ssl_st *ssl, void *arg);
+
+/// fallocate(fd, mode, offset, length): glibc declares it only under _GNU_SOURCE, so Swift's Glibc
+/// module does not import it. The key-log intake punches holes with it (FALLOC_FL_PUNCH_HOLE).
+int pp_fallocate(int fd, int mode, long long offset, long long length);

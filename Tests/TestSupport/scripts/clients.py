@@ -11,6 +11,11 @@
                                        CONNECT TARGET, then TLS with server_hostname=SNI (or, with
                                        SEND=plain, a cleartext GET); prints 'OK <status line>',
                                        'CLOSED' or 'ERROR <reason>'
+  clients.py streams PROXYPORT CAFILE SECONDS TARGET...
+                                       one tunnel per TARGET (host:port) at once, each a GET whose
+                                       body (a 'bulk' upstream's x…x) is read at a pace spread over
+                                       SECONDS; prints per tunnel 'TARGET <body bytes> complete' or
+                                       'TARGET <body bytes> cut'
   clients.py stall URL CAFILE SECONDS  opens the tunnel, sends a GET, reads 1 KiB, then stops
                                        reading for SECONDS; prints 'STALLED <bytes read>'
 """
@@ -89,7 +94,50 @@ def sni(proxy_port, target, name, cafile, send):
     except (ssl.SSLError, OSError) as e:
         return "CLOSED" if isinstance(e, (ssl.SSLEOFError, ConnectionResetError)) or "EOF" in str(e) else "ERROR %s" % e
 
-if sys.argv[1] == "sni":
+def stream(proxy_port, cafile, seconds, target):
+    host, port = target.rsplit(":", 1)
+    deadline = time.monotonic() + seconds + 20
+    # A small receive buffer: the kernel must not take the whole body ahead of the paced reads.
+    raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    raw.settimeout(20)
+    raw.connect(("127.0.0.1", proxy_port))
+    raw.sendall(b"CONNECT %s HTTP/1.1\r\n\r\n" % target.encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = raw.recv(1)
+        if not chunk: return "%s 0 refused" % target
+        head += chunk
+    tls = ssl.create_default_context(cafile=cafile).wrap_socket(raw, server_hostname=host)
+    tls.sendall(b"GET / HTTP/1.1\r\nHost: %s\r\n\r\n" % host.encode())
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = tls.recv(65536)
+        if not chunk: return "%s 0 cut" % target
+        data += chunk
+    headers, body = data.split(b"\r\n\r\n", 1)
+    length = int([l for l in headers.split(b"\r\n") if l.lower().startswith(b"content-length:")][0].split(b":")[1])
+    received, intact = len(body), body.count(b"x") == len(body)
+    step = max(1, length // 64)  # 64 paced reads over SECONDS
+    start = time.monotonic()
+    try:
+        while received < length and time.monotonic() < deadline:
+            due = start + seconds * received / length
+            if due > time.monotonic(): time.sleep(due - time.monotonic())
+            chunk = tls.recv(min(step, length - received))
+            if not chunk: break
+            intact = intact and chunk.count(b"x") == len(chunk)
+            received += len(chunk)
+    except (ssl.SSLError, OSError):
+        pass
+    return "%s %d %s" % (target, received, "complete" if received == length and intact else "cut")
+
+if sys.argv[1] == "streams":
+    targets = sys.argv[5:]
+    with ThreadPoolExecutor(max_workers=len(targets)) as pool:
+        for line in pool.map(lambda t: stream(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]), t), targets):
+            print(line)
+elif sys.argv[1] == "sni":
     print(sni(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6] if len(sys.argv) > 6 else "tls"))
 elif sys.argv[1] == "stalls":
     def one(_):

@@ -9,6 +9,9 @@ modes:
   plain       speaks plain HTTP, not TLS
   bulk        TLS; after a request, sends up to --bulk-bytes as fast as the peer reads
   flood       plain TCP; after the first bytes from the peer, sends up to --bulk-bytes until it is gone
+  echo        plain TCP; sends back everything it reads, and half-closes after the peer's EOF
+  talkfirst   plain TCP; after the peer's first byte, sends --bulk-bytes of relay.py's pattern and
+              half-closes, then reads until the peer's EOF
 """
 import argparse, os, socket, ssl, sys, threading, time
 
@@ -20,6 +23,9 @@ p.add_argument("--bulk-bytes", type=int, default=1 << 30)
 p.add_argument("--port", type=int, default=0)
 p.add_argument("--bind", default="127.0.0.1")
 p.add_argument("--groups", help="the one key-exchange group (e.g. secp384r1): clients that send X25519 first get a HelloRetryRequest")
+p.add_argument("--rogue-cert", help="with --rogue-key: a second listener whose connections get this chain, "
+               "from a context that shares the first one's session-ticket keys (reported as rogue_port=N)")
+p.add_argument("--rogue-key")
 a = p.parse_args()
 
 ctx = None
@@ -33,10 +39,28 @@ if a.mode in ("https", "clientcert", "bulk", "slow"):
         ctx.verify_mode = ssl.CERT_REQUIRED
         ctx.load_verify_locations(a.ca)
 
-srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-srv.bind((a.bind, a.port)); srv.listen(512)
-print("PORT", srv.getsockname()[1], flush=True)
+def listener(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((a.bind, port)); s.listen(512)
+    return s
+
+srv = listener(a.port)
+listeners = [srv]
+rogue_port = None
+if a.rogue_cert:
+    # OpenSSL encrypts tickets with the keys of the context a connection started in; switching the
+    # certificate in the SNI callback keeps those keys, so the two listeners' tickets are interchangeable.
+    rogue_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    rogue_ctx.load_cert_chain(a.rogue_cert, a.rogue_key)
+    if a.tls == "1.3": rogue_ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    rogue_srv = listener(0)
+    rogue_port = rogue_srv.getsockname()[1]
+    listeners.append(rogue_srv)
+    def choose(sslsock, name, initial):
+        if sslsock.getsockname()[1] == rogue_port: sslsock.context = rogue_ctx
+    ctx.sni_callback = choose
+print("PORT", srv.getsockname()[1], *(["rogue_port=%d" % rogue_port] if rogue_port else []), flush=True)
 
 def read_request(conn):
     data = b""
@@ -60,6 +84,21 @@ def handle(raw):
             while sent < a.bulk_bytes:
                 raw.sendall(chunk); sent += len(chunk)
             return
+        if a.mode == "echo":
+            while True:
+                chunk = raw.recv(262144)
+                if not chunk: break
+                raw.sendall(chunk)
+            raw.shutdown(socket.SHUT_WR)
+            raw.recv(1)  # until the peer closes (or the timeout)
+            return
+        if a.mode == "talkfirst":
+            if not raw.recv(1): return
+            import random
+            raw.sendall(random.Random(2).randbytes(a.bulk_bytes))
+            raw.shutdown(socket.SHUT_WR)
+            while raw.recv(262144): pass
+            return
         if a.mode == "slow":  # TLS, but the handshake starts only after a second
             time.sleep(1)
         conn = ctx.wrap_socket(raw, server_side=True) if ctx else raw
@@ -82,12 +121,12 @@ def handle(raw):
         try: raw.close()
         except Exception: pass
 
-def serve():
+def serve(listening):
     while True:
-        try: c, _ = srv.accept()
+        try: c, _ = listening.accept()
         except OSError: return
         threading.Thread(target=handle, args=(c,), daemon=True).start()
 
-threading.Thread(target=serve, daemon=True).start()
+for listening in listeners: threading.Thread(target=serve, args=(listening,), daemon=True).start()
 sys.stdin.read()  # the test closes stdin (or dies) to stop us
 os._exit(0)

@@ -1,0 +1,252 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The key-log intake with the real pinproxy and real clients: a client that writes a key log never
+/// waits for pinproxy (stopped, killed), what pinproxy reads is bounded and dropped unless a tunnel
+/// asked for it, and no secret leaves the process.
+@Suite(.serialized) struct KeyLogIntakeTests {
+    /// A directory on tmpfs (/dev/shm), removed by `deinit`-less callers with `removeItem`.
+    static func memoryDirectory() throws -> String {
+        let path = "/dev/shm/pinproxy-test-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        return path
+    }
+
+    static func keylogPolicy(_ path: String, extra: String = "") -> String {
+        policy(ports: [443], proxy: "stats_interval: 100ms\nkeylog: { path: \(path)\(extra) }")
+    }
+
+    /// A loopback port nothing listens on (bound, then closed).
+    static func closedPort() -> UInt16 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(fd, pointer, length)
+                return getsockname(fd, pointer, &length)
+            }
+        }
+        return UInt16(bigEndian: address.sin_port)
+    }
+
+    static func fileStat(_ path: String) -> stat? {
+        var info = stat()
+        return stat(path, &info) == 0 ? info : nil
+    }
+
+    /// `curl -x` through a proxy port with SSLKEYLOGFILE set, bounded by a timeout.
+    static func curlThrough(port: UInt16, keylog: String) throws -> Run {
+        try run("/usr/bin/curl", ["-sS", "--max-time", "20", "-x", "http://127.0.0.1:\(port)", "--cacert", Paths.fixture("both-roots.pem"),
+                                  "https://api.pinproxy.test:443/"],
+                environment: ["SSLKEYLOGFILE": keylog, "PATH": "/usr/bin:/bin"], timeout: 10)
+    }
+
+    /// Python's urllib through HTTPS_PROXY with SSLKEYLOGFILE set (Python opens the file when it
+    /// makes its TLS context, and raises if it cannot).
+    static func pythonThrough(port: UInt16, keylog: String) throws -> String {
+        var environment = ProcessInfo.processInfo.environment
+        environment["HTTPS_PROXY"] = "http://127.0.0.1:\(port)"
+        environment["https_proxy"] = "http://127.0.0.1:\(port)"
+        environment["NO_PROXY"] = ""
+        environment["no_proxy"] = ""
+        environment["SSLKEYLOGFILE"] = keylog
+        let r = try run("/usr/bin/env", ["python3", "\(Paths.scripts)/clients.py", "get", "https://api.pinproxy.test:443/", Paths.fixture("both-roots.pem")],
+                        environment: environment, timeout: 10)
+        return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test func theFileIsCreatedWithTheConfiguredModeAndEmptiedAtStartAndStop() throws {
+        let directory = try Self.memoryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/keylog"
+        // Lines left from before pinproxy started are discarded; an existing file gets the mode.
+        try "SERVER_HANDSHAKE_TRAFFIC_SECRET 00 11\n".write(toFile: path, atomically: false, encoding: .utf8)
+        chmod(path, 0o600)
+        let proxy = try ProxyProcess(config: Self.keylogPolicy(path, extra: ", mode: \"0620\""))
+        #expect(proxy.events("started").first?["keylog"] == path)
+        var info = try #require(Self.fileStat(path))
+        #expect(info.st_mode & 0o7777 == 0o620 && info.st_size == 0 && info.st_mode & S_IFMT == S_IFREG)
+        try Data("CLIENT_RANDOM 01 02\n".utf8).append(toFile: path)
+        #expect(proxy.waitFor("stats") { $0["keylog_lines"] == "1" } != nil)
+        #expect(proxy.stop() == 0)
+        info = try #require(Self.fileStat(path))
+        #expect(info.st_size == 0)  // a clean stop leaves nothing in the file
+
+        // Missing: created with the default mode, whatever the umask.
+        try FileManager.default.removeItem(atPath: path)
+        let fresh = try ProxyProcess(config: Self.keylogPolicy(path))
+        #expect(Self.fileStat(path).map { $0.st_mode & 0o7777 } == 0o622)
+        #expect(fresh.stop() == 0)
+    }
+
+    @Test func aKeyLogThatIsASymlinkOrOffTmpfsKeepsPinproxyFromStarting() throws {
+        let directory = try Self.memoryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let link = directory + "/keylog"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: directory + "/elsewhere")
+        let config = try temporaryFile(Self.keylogPolicy(link))
+        let linked = try run(Paths.pinproxy, ["run", "--config", config, "--listen", "127.0.0.1:0"], timeout: 20)
+        #expect(linked.status == 1)
+        let failed = try #require(linked.stderr.split(separator: "\n").map { parseLogLine(String($0)) }.first { $0["event"] == "start_failed" })
+        #expect(failed["detail"] == "cannot open the key log \(link): it is a symbolic link")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/elsewhere"))
+
+        // On a disk: a policy error with its position, before anything starts.
+        let onDisk = try temporaryDirectory() + "/keylog"
+        let diskConfig = try temporaryFile(Self.keylogPolicy(onDisk))
+        let refused = try run(Paths.pinproxy, ["run", "--config", diskConfig, "--listen", "127.0.0.1:0"], timeout: 20)
+        #expect(refused.status == 1)
+        let error = try #require(refused.stderr.split(separator: "\n").map { parseLogLine(String($0)) }.first { $0["event"] == "policy_load_failed" })
+        #expect(error["line"] == "8" && error["detail"]?.contains("is not on tmpfs or ramfs") == true, "\(error)")
+        #expect(!FileManager.default.fileExists(atPath: onDisk))
+    }
+
+    /// The failure a FIFO would cause: a client with SSLKEYLOGFILE blocks on a pinproxy that is not
+    /// there. With a file it fails at once with curl's "could not connect" (7).
+    @Test func aClientWithAKeyLogFailsAtOnceWhenPinproxyIsStoppedOrKilled() throws {
+        let directory = try Self.memoryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/keylog"
+
+        // Never started: no file yet (curl creates it, or ignores it).
+        let never = try Self.curlThrough(port: Self.closedPort(), keylog: path)
+        #expect(never.status == 7, "\(never.stderr)")
+
+        // Killed with SIGKILL: the file stays, nobody reads it, and clients still do not wait.
+        let proxy = try ProxyProcess(config: Self.keylogPolicy(path))
+        let port = proxy.port
+        proxy.signal(SIGKILL)
+        #expect(proxy.waitForExit() == SIGKILL)
+        #expect(FileManager.default.fileExists(atPath: path))
+        let killed = try Self.curlThrough(port: port, keylog: path)
+        #expect(killed.status == 7, "\(killed.stderr)")
+        let python = try Self.pythonThrough(port: port, keylog: path)
+        #expect(python.hasPrefix("ERROR") && python.contains("Connection refused"), "\(python)")
+    }
+
+    /// While pinproxy is stopped, a process that logs keys for its direct connections goes on as if
+    /// nothing happened; its lines wait in RAM until the next start discards them.
+    @Test func aThousandDirectTLS13ConnectionsCompleteWhilePinproxyIsStopped() throws {
+        let directory = try Self.memoryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/keylog"
+        let config = Self.keylogPolicy(path)
+        let first = try ProxyProcess(config: config)
+        let proxyPort = first.port
+        #expect(first.stop() == 0)
+
+        let server = try Upstream("leaf-ec256", name: "direct", tls: "1.3")
+        var environment = ProcessInfo.processInfo.environment
+        environment["SSLKEYLOGFILE"] = path
+        environment["HTTPS_PROXY"] = "http://127.0.0.1:\(proxyPort)"
+        environment["NO_PROXY"] = "127.0.0.1,api.pinproxy.test"
+        // 16 at a time, as many processes would: their lines interleave in the file.
+        let script = """
+            import socket, ssl, sys
+            from concurrent.futures import ThreadPoolExecutor
+            def one(i):
+                ctx = ssl.create_default_context(cafile=sys.argv[2])   # reads SSLKEYLOGFILE, opens the file
+                with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10) as raw:
+                    with ctx.wrap_socket(raw, server_hostname="api.pinproxy.test") as tls:
+                        assert tls.version() == "TLSv1.3"
+                        tls.sendall(b"GET / HTTP/1.1\\r\\nHost: api.pinproxy.test\\r\\nConnection: close\\r\\n\\r\\n")
+                        data = b""
+                        while not data.endswith(b"hello from direct\\n"):   # the whole answer
+                            chunk = tls.recv(4096)
+                            if not chunk: break
+                            data += chunk
+                        return data.startswith(b"HTTP/1.1 200")
+            with ThreadPoolExecutor(16) as pool:
+                print("OK", sum(pool.map(one, range(1000))))
+            """
+        let result = try run("/usr/bin/env", ["python3", "-c", script, String(server.port), Paths.fixture("both-roots.pem")],
+                             environment: environment, timeout: 240)
+        #expect(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "OK 1000", "\(result.stderr.suffix(500))")
+        // Five TLS 1.3 secrets per connection (and OpenSSL's "# TLS secrets log file" header), kept in
+        // RAM while pinproxy is stopped.
+        let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").filter { !$0.hasPrefix("#") }
+        #expect(lines.count == 5000)
+
+        let second = try ProxyProcess(config: config)
+        #expect(Self.fileStat(path)?.st_size == 0)  // the start discards them
+        #expect(second.stop() == 0)
+    }
+
+    /// A process-wide SSLKEYLOGFILE also logs every connection that never goes through pinproxy:
+    /// those lines are dropped as they are read, memory stays flat and the file keeps no blocks.
+    @Test func tenThousandUnrelatedLinesAreDroppedWithBoundedMemoryAndNeverLogged() throws {
+        let directory = try Self.memoryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/keylog"
+        let proxy = try ProxyProcess(config: Self.keylogPolicy(path))
+        #expect(proxy.waitFor("stats") != nil)
+        let rssBefore = proxy.rssKiB
+
+        // Written as clients do: opened with O_APPEND, a line per write, in several processes' worth
+        // of batches; half server, half client secrets, one garbage line and one over-long line.
+        let writer = """
+            import os, sys
+            fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+            secrets = []
+            for i in range(5000):
+                random, secret = os.urandom(32).hex(), os.urandom(32).hex()
+                secrets.append(secret)
+                os.write(fd, ("SERVER_HANDSHAKE_TRAFFIC_SECRET %s %s\\n" % (random, secret)).encode())
+                secret = os.urandom(48).hex()
+                secrets.append(secret)
+                os.write(fd, ("CLIENT_TRAFFIC_SECRET_0 %s %s\\n" % (random, secret)).encode())
+            os.write(fd, b"not a key line\\n" + b"A" * 2000 + b"\\n")
+            print("\\n".join(secrets))
+            """
+        let written = try run("/usr/bin/env", ["python3", "-c", writer, path], timeout: 60)
+        #expect(written.status == 0, "\(written.stderr)")
+        let secrets = written.stdout.split(separator: "\n").map(String.init)
+        #expect(secrets.count == 10_000)
+
+        let stats = try #require(proxy.waitFor("stats", timeout: 30) { $0["keylog_lines"] == "10002" })
+        #expect(stats["keylog_dropped"] == "10000" && stats["keylog_kept"] == "0")
+        #expect(stats["keylog_unparsable"] == "1" && stats["keylog_too_long"] == "1")
+        let rssAfter = proxy.rssKiB
+        #expect(rssAfter - rssBefore < 8 * 1024, "RSS \(rssBefore) KiB before, \(rssAfter) KiB after")
+        // What was read is given back: the file keeps its size but no blocks (at most the last,
+        // partly read page).
+        let info = try #require(Self.fileStat(path))
+        #expect(info.st_size > 1_000_000 && info.st_blocks <= 8, "size \(info.st_size), blocks \(info.st_blocks)")
+
+        #expect(proxy.stop() == 0)
+        let log = proxy.log
+        #expect(!log.contains("not a key line") && !log.contains("AAAAAAAA"))
+        let leaked = secrets.filter { log.contains($0) }
+        #expect(leaked.isEmpty, "\(leaked.count) secrets in the log")
+    }
+
+    /// A new path needs a restart, and the log says so; the running intake stays where it was.
+    @Test func aReloadThatMovesTheKeyLogSaysARestartIsNeeded() throws {
+        let directory = try Self.memoryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let proxy = try ProxyProcess(config: Self.keylogPolicy(directory + "/keylog"))
+        try Self.keylogPolicy(directory + "/moved").write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
+        proxy.signal(SIGHUP)
+        let warning = try #require(proxy.waitFor("restart_required"))
+        #expect(warning["setting"] == "proxy.keylog" && warning["detail"]?.contains("keeps following \(directory)/keylog") == true)
+        #expect(!FileManager.default.fileExists(atPath: directory + "/moved"))
+        try Data("CLIENT_RANDOM 01 02\n".utf8).append(toFile: directory + "/keylog")
+        #expect(proxy.waitFor("stats") { $0["keylog_lines"] == "1" } != nil)
+        #expect(proxy.stop() == 0)
+    }
+}
+
+extension Data {
+    /// Appends to an existing file, as a client's key log does (O_APPEND).
+    func append(toFile path: String) throws {
+        let fd = open(path, O_WRONLY | O_APPEND)
+        guard fd >= 0 else { throw HelperError(message: "cannot open \(path)") }
+        defer { close(fd) }
+        _ = withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+    }
+}

@@ -1,0 +1,121 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// pinproxy behind a parent proxy (`proxy.upstream_proxy`): the probe and the tunnel are CONNECTs on
+/// the parent, the pins are checked on what arrives through it, and its refusals reach the client.
+@Suite(.serialized) struct UpstreamProxyTests {
+    /// A parent proxy (scripts/parent.py) and the file it logs each CONNECT to.
+    final class Parent {
+        let helper: Helper
+        let log: String
+        var port: UInt16 { helper.port }
+
+        init(_ arguments: [String]) throws {
+            log = try temporaryDirectory() + "/parent.log"
+            helper = try Helper("/usr/bin/env", ["python3", "\(Paths.scripts)/parent.py", "--log", log] + arguments)
+        }
+
+        var requests: [String] {
+            ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+        }
+
+        deinit { helper.stop() }
+    }
+
+    /// pinproxy with no resolver of its own for the pinned name: only the parent can resolve it.
+    func pinproxy(parent: UInt16, ports: [UInt16], credentials: String? = nil, rules: String = apiRule(pinsLine(Pins.leafEC))) throws -> ProxyProcess {
+        var settings = "upstream_proxy: http://127.0.0.1:\(parent)"
+        if let credentials { settings += "\nupstream_proxy_credentials_file: \(credentials)" }
+        return try ProxyProcess(config: policy(ports: ports, rules: rules, resolve: "  other.pinproxy.test: 127.0.0.1", proxy: settings))
+    }
+
+    @Test func theProbeAndTheTunnelGoThroughTheParentWithItsCredentials() throws {
+        let server = try Upstream("leaf-ec256", name: "behind the parent")
+        let parent = try Parent(["--mode", "tunnel", "--map", "api.pinproxy.test=127.0.0.1", "--auth", "pinproxy:s3cret"])
+        let credentials = try temporaryFile("pinproxy:s3cret\n", name: "parent-credentials")
+        let proxy = try pinproxy(parent: parent.port, ports: [server.port], credentials: credentials)
+        let result = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port)
+        #expect(result.body == "hello from behind the parent\n")
+        let allowed = proxy.waitFor("tunnel_allowed")
+        #expect(allowed?["address"] == "127.0.0.1")
+        #expect(allowed?["pin"] == Pins.leafEC)
+        let authorization = "Basic cGlucHJveHk6czNjcmV0"
+        #expect(parent.requests == Array(repeating: "CONNECT api.pinproxy.test:\(server.port) auth=\(authorization)", count: 2))  // probe, tunnel
+        #expect(proxy.waitFor("tunnel_closed") != nil)
+        #expect(!proxy.log.contains("s3cret") && !proxy.log.contains("cGlucHJveHk6czNjcmV0"))
+    }
+
+    @Test func theParentsRefusalReachesTheClientWithItsStatus() throws {
+        let parent = try Parent(["--mode", "refuse"])
+        let proxy = try pinproxy(parent: parent.port, ports: [443])
+        let response = try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:443")
+        #expect(statusLine(response) == "HTTP/1.1 403 Forbidden")
+        #expect(header("Proxy-Status", in: response) == "pinproxy; error=http_request_denied; details=\"upstream_proxy_refused\"; received-status=403")
+        let line = proxy.waitFor("tunnel_refused")
+        #expect(line?["reason"] == "upstream_proxy_refused")
+        #expect(line?["status"] == "403")
+        #expect(line?["detail"] == "the parent proxy http://127.0.0.1:\(parent.port) refused CONNECT api.pinproxy.test:443: 403 Forbidden")
+        #expect(line?["hint"]?.contains("proxy.upstream_proxy") == true)
+        #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: 443).connectStatus == 403)
+    }
+
+    /// A 407 is the parent asking pinproxy for credentials; the client gets a 502, not a prompt.
+    @Test func missingCredentialsAreA502NotA407() throws {
+        let parent = try Parent(["--mode", "tunnel", "--auth", "pinproxy:s3cret"])
+        let proxy = try pinproxy(parent: parent.port, ports: [443])
+        let response = try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:443")
+        #expect(statusLine(response) == "HTTP/1.1 502 Parent Proxy Authentication Failed")
+        #expect(header("Proxy-Status", in: response)?.hasSuffix("received-status=407") == true)
+        #expect(proxy.waitFor("tunnel_refused")?["reason"] == "upstream_proxy_refused")
+        #expect(parent.requests == ["CONNECT api.pinproxy.test:443 auth=-"])
+    }
+
+    /// A corporate proxy that intercepts the pinned host with its own CA is refused like any rogue.
+    @Test func anInterceptingParentIsRefusedLikeAnyRogue() throws {
+        let rogue = try Upstream("rogue-leaf", name: "interceptor")
+        let parent = try Parent(["--mode", "intercept", "--to", String(rogue.port)])
+        let proxy = try pinproxy(parent: parent.port, ports: [443])
+        let result = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: 443)
+        #expect(result.connectStatus == 502)
+        #expect(result.exitCode == 56)
+        let line = proxy.waitFor("tunnel_refused")
+        #expect(line?["reason"] == "pin_mismatch")
+        #expect(line?["chain.0.spki"] == Pins.rogueLeaf)
+        #expect(urllibThrough(proxy.port) == "ERROR Tunnel connection failed: 502 Certificate Pin Mismatch")
+    }
+
+    /// DNS is the parent's, so deny_destinations can only judge IP-literal targets, before the parent.
+    @Test func deniedIPLiteralsNeverReachTheParent() throws {
+        let parent = try Parent(["--mode", "tunnel"])
+        let proxy = try pinproxy(parent: parent.port, ports: [443])
+        let response = try connectResponse(proxy: proxy.port, target: "169.254.1.1:443")
+        #expect(statusLine(response) == "HTTP/1.1 403 Destination Forbidden")
+        #expect(proxy.waitFor("tunnel_refused")?["reason"] == "destination_ip_prohibited")
+        #expect(parent.requests.isEmpty)
+    }
+
+    @Test func aParentThatIsNotListeningIsAConnectionFailure() throws {
+        let port = try freePort()
+        let proxy = try pinproxy(parent: port, ports: [443])
+        let response = try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:443")
+        #expect(statusLine(response) == "HTTP/1.1 502 Connection Failed")
+        #expect(proxy.waitFor("tunnel_refused")?["detail"]?.hasPrefix("127.0.0.1:\(port): ") == true)
+    }
+
+    /// `pinproxy pin` with the policy probes as the proxy does: through the parent, which resolves.
+    @Test func pinProbesThroughTheParent() throws {
+        let server = try Upstream("leaf-ec256", name: "pin")
+        let parent = try Parent(["--mode", "tunnel", "--map", "api.pinproxy.test=127.0.0.1"])
+        let config = try temporaryFile(policy(ports: [server.port], resolve: "  other.pinproxy.test: 127.0.0.1",
+                                              proxy: "upstream_proxy: http://127.0.0.1:\(parent.port)"))
+        let r = try run(Paths.pinproxy, ["pin", "api.pinproxy.test:\(server.port)", "--config", config], timeout: 30)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("spki pin:  \(Pins.leafEC)\n"))
+        #expect(parent.requests == ["CONNECT api.pinproxy.test:\(server.port) auth=-"])
+    }
+
+    func urllibThrough(_ port: UInt16) -> String {
+        (try? urllib(proxy: port, host: "api.pinproxy.test", port: 443)) ?? "urllib did not run"
+    }
+}
