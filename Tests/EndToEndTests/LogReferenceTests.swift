@@ -58,9 +58,9 @@ import TestSupport
         }
         let proxy = try ProxyProcess(config: config, arguments: ["--debug-bypass", "--log-format", format])
         _ = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: good.port)                 // allowed + warning + closed
-        _ = try rawExchange(port: proxy.port, send: Array("CONNECT x.api.pinproxy.test:\(good.port) HTTP/1.1\r\n\r\n".utf8), timeout: 0.5)  // bypassed (debug)
+        _ = try rawResponseHead(port: proxy.port, send: Array("CONNECT x.api.pinproxy.test:\(good.port) HTTP/1.1\r\n\r\n".utf8))  // bypassed (debug)
         _ = try connectResponse(proxy: proxy.port, target: "y.api.pinproxy.test:\(good.port)")      // refused (deny list)
-        _ = try rawExchange(port: proxy.port, send: Array("CONNECT free.pinproxy.test:\(good.port) HTTP/1.1\r\n\r\n".utf8), timeout: 0.5)  // unpinned
+        _ = try rawResponseHead(port: proxy.port, send: Array("CONNECT free.pinproxy.test:\(good.port) HTTP/1.1\r\n\r\n".utf8))  // unpinned
         _ = try rawExchange(port: proxy.port, send: Array("GET / HTTP/1.1\r\n\r\n".utf8))           // rejected
         _ = try rawExchange(port: proxy.port, send: [0x05, 0x01, 0x00])                            // rejected: SOCKS, with a hint
         #expect(proxy.waitFor("tunnel_closed") { $0["host"] == "free.pinproxy.test" } != nil)

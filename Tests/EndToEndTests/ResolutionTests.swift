@@ -49,7 +49,7 @@ import TestSupport
     func aServerRequiringAClientCertificateIsJudgedOnItsChain(tls: String) throws {
         let good = try Upstream("leaf-ec256", name: "mtls", tls: tls, mode: "clientcert")
         let proxy = try ProxyProcess(config: policy(ports: [good.port], rules: apiRule(pinsLine(Pins.leafEC))))
-        let raw = try rawExchange(port: proxy.port, send: Array("CONNECT api.pinproxy.test:\(good.port) HTTP/1.1\r\n\r\n".utf8), timeout: 1)
+        let raw = try rawResponseHead(port: proxy.port, send: Array("CONNECT api.pinproxy.test:\(good.port) HTTP/1.1\r\n\r\n".utf8))
         #expect(raw.hasPrefix("HTTP/1.1 200 Connection established"))
         #expect(proxy.waitFor("tunnel_allowed")?["pin"] == Pins.leafEC)
 
@@ -88,9 +88,10 @@ import TestSupport
     /// under, the next CONNECT gets the new one, and an invalid file changes nothing.
     @Test func eachConnectIsJudgedByThePolicyInForceWhenItArrived() throws {
         let slow = try Upstream("leaf-ec256", name: "slow", mode: "slow")  // its handshake starts after 1 s
-        let proxy = try ProxyProcess(config: policy(ports: [slow.port], rules: apiRule(pinsLine(Pins.leafEC))))
+        let proxy = try ProxyProcess(config: policy(ports: [slow.port], rules: apiRule(pinsLine(Pins.leafEC)), proxy: "stats_interval: 50ms"))
         let first = try OpenConnection(port: proxy.port, send: "CONNECT api.pinproxy.test:\(slow.port) HTTP/1.1\r\n\r\n")
-        usleep(300_000)  // the CONNECT has arrived; its probe waits for the slow handshake
+        // The CONNECT has arrived (it holds a tunnel slot); its probe waits for the slow handshake.
+        #expect(proxy.waitFor("stats") { $0["tunnels"] == "1" } != nil)
         try policy(ports: [slow.port], rules: apiRule(pinsLine(Pins.backup))).write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
         proxy.signal(SIGHUP)
         #expect(proxy.waitFor("policy_reloaded") != nil)

@@ -437,7 +437,14 @@ public func rawExchange(port: UInt16, send: [UInt8], timeout: Double = 15, readL
 }
 
 /// `rawExchange`'s answer as bytes, for replies that are not text (a TLS alert, a SOCKS reply).
-public func rawExchangeBytes(port: UInt16, send: [UInt8], timeout: Double = 15, readLimit: Int = 1 << 20) throws -> [UInt8] {
+/// The proxy's answer up to the end of its response head (or the connection's end), for a CONNECT
+/// whose tunnel then stays open: it returns as soon as the head is in, however long the probe took
+/// on a loaded machine, instead of waiting for a read timeout that a slow probe could outlast.
+public func rawResponseHead(port: UInt16, send: [UInt8], timeout: Double = 15) throws -> String {
+    String(decoding: try rawExchangeBytes(port: port, send: send, timeout: timeout, stopAtHeadEnd: true), as: UTF8.self)
+}
+
+public func rawExchangeBytes(port: UInt16, send: [UInt8], timeout: Double = 15, readLimit: Int = 1 << 20, stopAtHeadEnd: Bool = false) throws -> [UInt8] {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw HelperError(message: "socket failed") }
     defer { close(fd) }
@@ -459,6 +466,7 @@ public func rawExchangeBytes(port: UInt16, send: [UInt8], timeout: Double = 15, 
         let n = recv(fd, &buffer, buffer.count, 0)
         if n <= 0 { break }
         received += buffer[0..<n]
+        if stopAtHeadEnd && received.count >= 4 && received.indices.dropLast(3).contains(where: { received[$0..<$0 + 4].elementsEqual([13, 10, 13, 10]) }) { break }
     }
     return received
 }
