@@ -64,7 +64,7 @@ import TestSupport
         let ports = [server.port, silent.port, plain.port, closedPort]
         let resolve = "  api.pinproxy.test: 127.0.0.1\n  denied.pinproxy.test: 169.254.1.1\n  mixed.pinproxy.test: [169.254.1.1, 127.0.0.1]"
         let rules = apiRule(pinsLine(Pins.leafEC)) + "\n  - host: \"*.pinproxy.test\"\n" + pinsLine(Pins.leafEC)
-        let proxy = try ProxyProcess(config: policy(ports: ports, rules: rules, resolve: resolve, proxy: "probe_timeout: 1s"))
+        let proxy = try ProxyProcess(config: policy(ports: ports, rules: rules, resolve: resolve, proxy: "probe_timeout: 3s"))
         let cases: [(String, String, String, String)] = [
             ("api.pinproxy.test:22", "403 Forbidden by Pin Policy", "http_request_denied", "port_not_allowed"),
             ("169.254.1.1:\(server.port)", "403 Destination Forbidden", "destination_ip_prohibited", "destination_ip_prohibited"),
