@@ -48,6 +48,9 @@ final class MetricsServer {
             evhttp_free(http)
             throw StartError.cannotListen(address, "evhttp_bind_listener failed")
         }
+        // Out of file descriptors, a listener without an error callback would be called again at
+        // once, forever: pause it for a second instead, as the proxy's own listeners do.
+        evconnlistener_set_error_cb(listener, metricsAcceptFailedCB)
         self.http = http
         self.render = render
         self.boundAddress = SocketAddress.local(of: evconnlistener_get_fd(listener)) ?? address
@@ -78,13 +81,30 @@ final class MetricsServer {
 
     private func reply(_ request: OpaquePointer, _ status: Int32, _ phrase: String, _ body: String,
                        contentType: String = "text/plain; charset=utf-8") {
-        evhttp_add_header(evhttp_request_get_output_headers(request), "Content-Type", contentType)
+        let headers = evhttp_request_get_output_headers(request)
+        evhttp_add_header(headers, "Content-Type", contentType)
+        // One request per connection: evhttp would answer pipelined requests while earlier answers
+        // wait for a client that does not read, so a few KiB sent could pile up megabytes here.
+        // Closed after each answer, a connection holds at most one (and a scraper just reconnects).
+        evhttp_add_header(headers, "Connection", "close")
         let buffer = evbuffer_new()
         defer { evbuffer_free(buffer) }
         let bytes = Array(body.utf8)
         evbuffer_add(buffer, bytes, bytes.count)
         evhttp_send_reply(request, status, phrase, buffer)
     }
+}
+
+/// Not through the server object: evhttp made itself the listener's context. The one-second timer
+/// is the base's; the listener outlives it, since the server is freed only after its loop has stopped.
+private let metricsAcceptFailedCB: evconnlistener_errorcb = { listener, _ in
+    guard let listener else { return }
+    evconnlistener_disable(listener)
+    var second = timeval(tv_sec: 1, tv_usec: 0)
+    event_base_once(evconnlistener_get_base(listener), -1, Int16(EV_TIMEOUT), { _, _, arg in
+        guard let arg else { return }
+        evconnlistener_enable(OpaquePointer(arg))
+    }, UnsafeMutableRawPointer(listener), &second)
 }
 
 private let metricsRequestCB: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?) -> Void = { request, ctx in
