@@ -186,9 +186,17 @@ import TestSupport
             sent += n
         }
         #expect(sent > 0)
-        // Meanwhile: a tunnel and a scrape.
+        // Meanwhile: a tunnel and a scrape, and one tunnel held open, which the gauges count.
         #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: good.port).body == "hello from good\n")
-        #expect(try Self.scrape(address).samples["pinproxy_tunnels_total{verdict=\"allowed\"}"] == "1")
+        let held = try connectedSocket(port: proxy.port)
+        let connect = Array("CONNECT api.pinproxy.test:\(good.port) HTTP/1.1\r\n\r\n".utf8)
+        _ = connect.withUnsafeBytes { send(held, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        #expect(proxy.waitFor("tunnel_allowed") { $0["conn"] != nil } != nil)
+        #expect(proxy.events("tunnel_allowed", count: 2).count == 2)
+        let during = try Self.scrape(address).samples
+        #expect(during["pinproxy_tunnels_total{verdict=\"allowed\"}"] == "2")
+        #expect(during["pinproxy_tunnels_active"] == "1" && during["pinproxy_sessions_active"] == "1")
+        close(held)
         // Both are closed by the proxy within the timeout (bounded wait well past it).
         #expect(closedByPeer(silent, within: 15))
         #expect(closedByPeer(greedy, within: 15))
