@@ -225,6 +225,17 @@ import TestSupport
         #expect(proxy.stop() == 0)
     }
 
+    /// An address another process holds: the start fails with the reason, no half-started proxy.
+    @Test func aTakenAddressIsAStartFailure() throws {
+        let taken = try Upstream("leaf-ec256", name: "taken")
+        let config = try temporaryFile(policy(ports: [443], proxy: "metrics_listen: \"127.0.0.1:\(taken.port)\""))
+        let r = try run(Paths.pinproxy, ["run", "--config", config, "--listen", "127.0.0.1:0"], timeout: 20)
+        #expect(r.status == 1)
+        let line = parseLogLine(String(r.stderr.split(separator: "\n").last ?? ""))
+        #expect(line["event"] == "start_failed")
+        #expect(line["detail"] == "cannot listen for metrics on 127.0.0.1:\(taken.port): Address already in use")
+    }
+
     @Test func offByDefault() throws {
         let proxy = try ProxyProcess(config: policy(ports: [443]))
         #expect(proxy.waitFor("started")?["metrics_listen"] == "off")
