@@ -16,6 +16,7 @@
 #include <event2/bufferevent_ssl.h>
 #include <event2/listener.h>
 #include <event2/dns.h>
+#include <event2/http.h>
 #include <event2/thread.h>
 #include <event2/util.h>
 

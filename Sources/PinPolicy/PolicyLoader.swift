@@ -339,7 +339,7 @@ final class PolicyReader {
                             "max_request_bytes", "header_timeout", "dns_timeout", "connect_timeout",
                             "connect_total_timeout", "probe_timeout", "idle_timeout", "verify_cache_ttl",
                             "drain_timeout", "log_format", "stats_interval", "keylog",
-                            "upstream_proxy", "upstream_proxy_credentials_file", "relay"]
+                            "upstream_proxy", "upstream_proxy_credentials_file", "relay", "metrics_listen"]
 
     func readProxy(_ node: Node) -> ProxySettings {
         var settings = ProxySettings()
@@ -384,10 +384,26 @@ final class PolicyReader {
         if let n = f["keylog"] { settings.keylog = readKeyLog(n) }
         settings.upstreamProxy = readUpstreamProxy(f["upstream_proxy"], credentials: f["upstream_proxy_credentials_file"])
         if let n = f["relay"], let v = choice(n, "proxy.relay", RelayMethod.self, options: [.copy, .splice]) { settings.relay = v }
+        if let n = f["metrics_listen"] { settings.metricsListen = readMetricsListen(n) }
         for address in settings.listen where !AddressSet.parse(["loopback"])!.contains(address.ip) && !settings.allowClientsExplicit {
             fail(f["listen"], "listening on \(address) (beyond loopback) needs an explicit proxy.allow_clients list, so that pinproxy is never an open proxy by accident")
         }
         return settings
+    }
+
+    /// `proxy.metrics_listen: IP:PORT`, a loopback address only: the metrics say how much traffic
+    /// goes where, which is nobody's business beyond this machine (and the listener has no client list).
+    func readMetricsListen(_ node: Node) -> SocketAddress? {
+        guard let text = string(node, "proxy.metrics_listen") else { return nil }
+        guard let address = SocketAddress.parse(text) else {
+            fail(node, "'\(text)' is not a metrics address; write IP:PORT on loopback, e.g. 127.0.0.1:9464 or [::1]:9464")
+            return nil
+        }
+        guard AddressSet.parse(["loopback"])!.contains(address.ip) else {
+            fail(node, "proxy.metrics_listen must be a loopback address (127.0.0.0/8 or ::1), not \(address): the metrics are served to this machine only; scrape them through an SSH tunnel or a local agent")
+            return nil
+        }
+        return address
     }
 
     /// `proxy.keylog: { path: PATH, wait: DURATION, mode: "0622" }`. The path's directory must be on

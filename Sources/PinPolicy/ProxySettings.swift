@@ -99,6 +99,8 @@ public struct ProxySettings: Hashable, Sendable {
     /// nil: connect to upstreams directly.
     public var upstreamProxy: UpstreamProxy?
     public var relay: RelayMethod = .copy
+    /// `metrics_listen`: where `GET /metrics` is served (loopback only); nil: off.
+    public var metricsListen: SocketAddress?
 
     public init() {}
 }

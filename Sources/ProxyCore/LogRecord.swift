@@ -151,6 +151,9 @@ public struct LogSink: Sendable {
         self.writer = LogWriter(destination: destination, capacity: queueBytes ?? LogWriter.defaultCapacity)
     }
 
+    /// Lines dropped so far because the reader did not keep up (or a write failed).
+    public var droppedLines: Int { writer.counts.dropped }
+
     /// Whether records go to the journal's socket rather than to `fd`.
     public var isJournal: Bool {
         if case .journal = writer.destination { return true }

@@ -81,6 +81,7 @@ final class ProbeHub {
         var waiters: [Waiter] = []
         var connector: Connector?
         var probe: Probe?
+        let startedAt = ContinuousClock.now
     }
 
     private let loop: EventLoop
@@ -90,6 +91,8 @@ final class ProbeHub {
     private(set) var started = 0
     /// CONNECTs answered from the cache.
     private(set) var cacheHits = 0
+    /// How long the probes that ended took.
+    private(set) var latency = ProbeLatency()
 
     init(loop: EventLoop) { self.loop = loop }
 
@@ -133,6 +136,7 @@ final class ProbeHub {
 
     private func deliver(_ key: Key, _ result: ProbeResult) {
         guard let flight = flights.removeValue(forKey: key) else { return }
+        latency.record(seconds: (ContinuousClock.now - flight.startedAt).seconds)
         for waiter in flight.waiters {
             let callback = waiter.callback
             waiter.callback = nil

@@ -13,11 +13,15 @@ public final class Proxy {
         public var debugBypass = false
         /// Loads a fresh snapshot for SIGHUP; nil disables reload.
         public var reload: (() throws -> PolicySnapshot)?
+        /// Log lines dropped so far (the metrics' `pinproxy_log_lines_dropped_total`).
+        public var logLinesDropped: (@Sendable () -> Int)?
 
-        public init(listen: [SocketAddress]? = nil, debugBypass: Bool = false, reload: (() throws -> PolicySnapshot)? = nil) {
+        public init(listen: [SocketAddress]? = nil, debugBypass: Bool = false, reload: (() throws -> PolicySnapshot)? = nil,
+                    logLinesDropped: (@Sendable () -> Int)? = nil) {
             self.listen = listen
             self.debugBypass = debugBypass
             self.reload = reload
+            self.logLinesDropped = logLinesDropped
         }
     }
 
@@ -29,6 +33,9 @@ public final class Proxy {
         /// Open tunnels a reload's policy refused.
         var closedByReload = 0
         var liveSessionObjects = 0
+        /// `refused` by reason code, for the metrics.
+        var refusedByReason: [String: Int] = [:]
+        var reloadsSucceeded = 0, reloadsFailed = 0
 
         mutating func count(decision verdict: Verdict?) {
             switch verdict {
@@ -42,9 +49,12 @@ public final class Proxy {
         mutating func count(_ end: SessionEnd) {
             switch end {
             case .rejected: rejected += 1
-            case .refused: refused += 1
-            case .streamRefused(_, let tunnel):
+            case .refused(let refusal, _):
                 refused += 1
+                refusedByReason[refusal.reason, default: 0] += 1
+            case .streamRefused(let refusal, let tunnel):
+                refused += 1
+                refusedByReason[refusal.reason.code, default: 0] += 1
                 bytesUp += tunnel.bytesUp
                 bytesDown += tunnel.bytesDown
             case .closed(let reason, let tunnel):
@@ -85,6 +95,12 @@ public final class Proxy {
     private var trimTimer: Timer?
     /// Connections from outside allow_clients: one log line a second at most.
     private var outsiderLog = LogThrottle(interval: .seconds(1))
+    /// Rotation warnings, at most once per host a day (the bypass banner once an hour).
+    let rotation = RotationWatch()
+    private var rotationTimer: Timer?
+    /// `proxy.metrics_listen`'s server, when configured; made at start, kept across reloads.
+    private var metrics: MetricsServer?
+    private let startTime = Date()
 
     public init(snapshot: PolicySnapshot, logger: Logger, options: Options = Options()) throws {
         self.snapshot = snapshot
@@ -107,6 +123,9 @@ public final class Proxy {
             for fd in inherited { try adopt(fd) }
         } else {
             for address in options.listen ?? snapshot.policy.proxy.listen { try listen(on: address) }
+        }
+        if let address = snapshot.policy.proxy.metricsListen {
+            metrics = try MetricsServer(loop: loop, address: address) { [unowned self] in MetricsText.render(metricsSample()) }
         }
     }
 
@@ -184,6 +203,9 @@ public final class Proxy {
         ]
         logStarted()
         scheduleStats()
+        rotationTimer = Timer(loop: loop, after: rotation.clock.tickInterval, repeating: true) { [unowned self] in
+            if let banner = rotation.bypassBanner(snapshot.policy, enabled: debugBypassEnabled) { logger.emit(banner) }
+        }
         trimAfterBursts()
         systemd.notify("READY=1\nSTATUS=\(statusLine())")
         if let interval = systemd.watchdogInterval {
@@ -193,6 +215,8 @@ public final class Proxy {
         keyLog?.stop()
         watchdogTimer = nil
         trimTimer = nil
+        rotationTimer = nil
+        metrics = nil
         closeListeners()
         logger.emit(LogRecord(.info, "stopped", statsFields() + [("version", .string(BuildInfo.version))]))
         signals = []  // libevent puts back the handlers it found: the default, which would kill us
@@ -335,7 +359,9 @@ public final class Proxy {
             logLint(fresh.policy)
             logRestartNeeded(from: previous, to: fresh.policy)
             if let keyLog, let settings = fresh.policy.proxy.keylog { keyLog.wait = settings.wait }
+            counters.reloadsSucceeded += 1
         } catch {
+            counters.reloadsFailed += 1
             logger.emit(LogRecord(.error, "policy_reload_failed", [("detail", .string("\(error)")), ("hint", .string("the previous policy stays in force; fix the file and send SIGHUP again"))]))
         }
     }
@@ -349,6 +375,9 @@ public final class Proxy {
             changed.append(("proxy.listen", "pinproxy keeps listening on \(boundAddresses.map(\.description).joined(separator: ","))"))
         }
         if old.proxy.dns != new.proxy.dns { changed.append(("proxy.dns", "pinproxy keeps the resolver it started with")) }
+        if old.proxy.metricsListen != new.proxy.metricsListen {
+            changed.append(("proxy.metrics_listen", "pinproxy keeps serving metrics \(metrics.map { "on \($0.boundAddress)" } ?? "nowhere")"))
+        }
         let running = keyLog?.settings
         switch (running, new.proxy.keylog) {
         case (nil, nil):
@@ -380,6 +409,7 @@ public final class Proxy {
             ("unpinned", .string(policy.defaults.unpinned.rawValue)), ("trust", .string(policy.defaults.trust.description)),
             ("max_tunnels", .int(policy.proxy.maxTunnels)), ("debug_bypass", .string(bypassState(policy))),
             ("keylog", .string(keyLog.map { $0.settings.path } ?? "off")),
+            ("metrics_listen", .string(metrics.map { $0.boundAddress.description } ?? "off")),
         ]
         fields.append(("pid", .int(Int(getpid()))))
         fields.append(("version", .string(BuildInfo.version)))
@@ -389,13 +419,8 @@ public final class Proxy {
                 ("detail", .string("the policy has a debug: section, but pinproxy runs without --debug-bypass, so it has no effect")),
             ]))
         }
-        if bypassState(policy) == "active" {
-            logger.emit(LogRecord(.warning, "debug_bypass_active", [
-                ("bypass_until", .string(RFC3339.format(policy.debug!.until))),
-                ("hosts", .string(policy.debug!.hosts.map(\.description).joined(separator: ","))),
-                ("detail", .string("DEBUG BYPASS ACTIVE: pin refusals for these hosts are tunnelled and logged with would_refuse=true until then")),
-            ]))
-        }
+        // The banner, repeated hourly by the rotation timer while the bypass lasts.
+        if let banner = rotation.bypassBanner(policy, enabled: debugBypassEnabled) { logger.emit(banner) }
     }
 
     private func bypassState(_ policy: Policy) -> String {
@@ -457,6 +482,14 @@ public final class Proxy {
             }
             logger.emit(SessionLog.warning(warning, record: record))
         }
+        for line in rotation.judged(record, evaluation: evaluation) { logger.emit(line) }
+    }
+
+    /// What a scrape of `/metrics` reports: the `stats` counters and the metrics' own.
+    func metricsSample() -> MetricsSample {
+        MetricsSample(stats: statsFields(), refusalsByReason: counters.refusedByReason, probeLatency: probes.latency,
+                      reloadsSucceeded: counters.reloadsSucceeded, reloadsFailed: counters.reloadsFailed,
+                      logLinesDropped: options.logLinesDropped?() ?? 0, startTime: startTime)
     }
 
     /// Resumable TLS 1.2 sessions the stream check saw verified.

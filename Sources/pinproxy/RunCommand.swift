@@ -70,7 +70,8 @@ struct RunCommand: ParsableCommand {
         }
         let options = Proxy.Options(listen: listen.isEmpty ? nil : listen.compactMap { SocketAddress.parse($0) },
                                     debugBypass: debugBypass,
-                                    reload: { try PolicySnapshot(policy: try PolicyLoader.load(file: path, pinFiles: PinFiles.loader), systemStore: system) })
+                                    reload: { try PolicySnapshot(policy: try PolicyLoader.load(file: path, pinFiles: PinFiles.loader), systemStore: system) },
+                                    logLinesDropped: { sink.droppedLines })
         let proxy: Proxy
         do {
             proxy = try Proxy(snapshot: snapshot, logger: logger, options: options)
