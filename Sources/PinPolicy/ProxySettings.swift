@@ -99,8 +99,20 @@ public struct ProxySettings: Hashable, Sendable {
     /// nil: connect to upstreams directly.
     public var upstreamProxy: UpstreamProxy?
     public var relay: RelayMethod = .copy
+    /// `plain_http`: forward absolute-form `http://` requests, or refuse them.
+    public var plainHTTP: PlainHTTPMode = .forward
+    /// `allowed_plain_ports`: the ports a plain-HTTP request may name.
+    public var allowedPlainPorts: [UInt16] = [80]
 
     public init() {}
+}
+
+/// `proxy.plain_http`.
+public enum PlainHTTPMode: String, Hashable, Sendable {
+    /// Forward plain-HTTP requests like an HTTP/1.1 proxy (never to a host a rule pins).
+    case forward
+    /// Answer every plain-HTTP request with a refusal.
+    case refuse
 }
 
 public enum UnpinnedDecision: String, Hashable, Sendable {
