@@ -419,7 +419,7 @@ final class PlainForwarder {
         pumpRequest()
     }
 
-    fileprivate func onServerEvent(_ what: Int16) {
+    fileprivate func onServerEvent(_ what: Int16, errno savedErrno: Int32) {
         guard case .exchanging(var exchange) = stage else {
             server = nil  // a kept connection the server closed between requests
             return
@@ -435,7 +435,7 @@ final class PlainForwarder {
             return finishExchange(exchange)
         }
         let timedOut = what & Int16(BEV_EVENT_TIMEOUT) != 0
-        let reset = !eof && !timedOut && (errno == ECONNRESET || errno == EPIPE)
+        let reset = !eof && !timedOut && (savedErrno == ECONNRESET || savedErrno == EPIPE)
         let outcome = timedOut ? "upstream_timeout" : eof ? "upstream_closed" : reset ? "upstream_reset" : "upstream_error"
         let refusal: Refusal = timedOut ? .network(.connectionTimeout, "the server did not answer within idle_timeout")
             : .network(.badUpstreamResponse, "the server \(eof ? "closed" : "reset") the connection before its response was complete")
@@ -550,4 +550,8 @@ private let plainClientWriteCB: bufferevent_data_cb = { _, ctx in let f = forwar
 private let plainClientEventCB: bufferevent_event_cb = { _, what, ctx in let f = forwarder(ctx); withExtendedLifetime(f) { f.onClientEvent(what) } }
 private let plainServerReadCB: bufferevent_data_cb = { _, ctx in let f = forwarder(ctx); withExtendedLifetime(f) { f.onServerReadable() } }
 private let plainServerWriteCB: bufferevent_data_cb = { _, ctx in let f = forwarder(ctx); withExtendedLifetime(f) { f.onServerWritable() } }
-private let plainServerEventCB: bufferevent_event_cb = { _, what, ctx in let f = forwarder(ctx); withExtendedLifetime(f) { f.onServerEvent(what) } }
+private let plainServerEventCB: bufferevent_event_cb = { _, what, ctx in
+    let savedErrno = errno  // first thing: later calls overwrite it
+    let f = forwarder(ctx)
+    withExtendedLifetime(f) { f.onServerEvent(what, errno: savedErrno) }
+}
