@@ -80,6 +80,12 @@ final class PlainForwarder {
         side.enable(EV_READ | EV_WRITE)
     }
 
+    /// Waiting for the next request on a kept-alive connection, with nothing in flight.
+    var isBetweenRequests: Bool {
+        if case .awaitingHead = stage { return true }
+        return false
+    }
+
     /// Stops without calling back: the session is leaving this stage. Hands the client side back untouched.
     func cancel() {
         switch stage {

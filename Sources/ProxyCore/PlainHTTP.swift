@@ -317,7 +317,8 @@ struct PlainRequest {
         out.fields.append(("Via", "\(head.start.2 == "HTTP/1.0" ? "1.0" : "1.1") pinproxy"))
         if let parent, let authorization = parent.authorization { out.fields.append(("Proxy-Authorization", authorization)) }
         let target = parent == nil ? path : "http://\(hostText)\(path)"
-        return HTTPHead(start: (method, target, "HTTP/1.1"), fields: out.fields)
+        // An HTTP/1.0 client's request goes on as HTTP/1.0, so the server never answers it chunked.
+        return HTTPHead(start: (method, target, head.start.2), fields: out.fields)
     }
 }
 

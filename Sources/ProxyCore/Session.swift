@@ -64,9 +64,10 @@ final class Session {
 
     deinit { proxy.sessionObjectFreed() }
 
-    /// Still waiting for its request head (shutdown closes these at once).
+    /// Still waiting for its (next) request head (shutdown closes these at once).
     var isReadingRequest: Bool {
         if case .readingRequest = machine.state { return true }
+        if case .forwarding(let forwarder) = work { return forwarder.isBetweenRequests }  // kept alive, nothing in flight
         return false
     }
 

@@ -235,6 +235,22 @@ import TestSupport
         #expect(try Self.curl(proxy: proxy.port, ["http://plain.pinproxy.test:\(server.port)/hello"]).out == "hello plain\n")
     }
 
+    /// Behind `proxy.upstream_proxy`, a plain request goes to the parent in absolute-form with the
+    /// parent's credentials, and the parent resolves the name.
+    @Test func behindAParentProxyThePlainRequestGoesToTheParent() throws {
+        let server = try Self.server()
+        let parent = try UpstreamProxyTests.Parent(["--mode", "tunnel", "--map", "far.pinproxy.test=127.0.0.1", "--auth", "pinproxy:s3cret"])
+        let credentials = try temporaryFile("pinproxy:s3cret\n", name: "parent-credentials")
+        let proxy = try ProxyProcess(config: Self.plainPolicy(port: server.port, proxy: "upstream_proxy: http://127.0.0.1:\(parent.port)\nupstream_proxy_credentials_file: \(credentials)"))
+        let r = try Self.curl(proxy: proxy.port, ["http://far.pinproxy.test:\(server.port)/hello"])
+        #expect(r.out == "hello plain\n", "\(r)")
+        #expect(parent.requests == ["GET http://far.pinproxy.test:\(server.port)/hello auth=Basic cGlucHJveHk6czNjcmV0"])
+        #expect(proxy.waitFor("http_forwarded")?["address"] == "127.0.0.1:\(parent.port)")
+        // A pinned host is refused before the parent is asked.
+        let pinned = try Self.curl(proxy: proxy.port, ["-w", "%{http_code}", "-o", "/dev/null", "http://api.pinproxy.test:\(server.port)/hello"])
+        #expect(pinned.out == "403" && parent.requests.count == 1)
+    }
+
     /// A reload that pins a host: the next request to it, even on a kept-alive connection, is refused.
     @Test func aReloadThatPinsAHostRefusesItsNextPlainRequest() throws {
         let server = try Self.server()
