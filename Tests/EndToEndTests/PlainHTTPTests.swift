@@ -251,6 +251,24 @@ import TestSupport
         #expect(pinned.out == "403" && parent.requests.count == 1)
     }
 
+    /// Two requests in one write (pipelined) get two responses in order; a client that leaves in
+    /// the middle of its request body ends the exchange with `client_closed`.
+    @Test func pipelinedRequestsAndAClientThatLeavesMidBody() throws {
+        let server = try Self.server()
+        let proxy = try ProxyProcess(config: Self.plainPolicy(port: server.port))
+        let get = "GET http://plain.pinproxy.test:\(server.port)/hello HTTP/1.1\r\nHost: x\r\n\r\n"
+        let last = "GET http://plain.pinproxy.test:\(server.port)/count HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        let both = try rawExchange(port: proxy.port, send: Array((get + last).utf8))
+        #expect(both.components(separatedBy: "HTTP/1.1 200 OK\r\n").count == 3 && both.contains("hello plain\n") && both.hasSuffix("2\n"), "\(both)")
+        #expect(header("Connection", in: both) == "keep-alive")
+
+        let leaving = try OpenConnection(port: proxy.port, send: "POST http://plain.pinproxy.test:\(server.port)/upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\npartial")
+        usleep(300_000)
+        leaving.close()
+        let line = try #require(proxy.waitFor("http_forwarded") { $0["method"] == "POST" })
+        #expect(line["outcome"] == "client_closed" && line["bytes_up"] == "7" && line["status"] == "0", "\(line)")
+    }
+
     /// A reload that pins a host: the next request to it, even on a kept-alive connection, is refused.
     @Test func aReloadThatPinsAHostRefusesItsNextPlainRequest() throws {
         let server = try Self.server()
