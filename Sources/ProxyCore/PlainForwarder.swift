@@ -45,6 +45,8 @@ final class PlainForwarder {
         var closeClient: Bool
         /// The server connection can carry the next request.
         var serverReusable = true
+        /// Sent on a connection kept from an earlier exchange (which the server may have closed meanwhile).
+        let reused: Bool
     }
 
     private enum Stage {
@@ -89,6 +91,7 @@ final class PlainForwarder {
     /// Stops without calling back: the session is leaving this stage. Hands the client side back untouched.
     func cancel() {
         switch stage {
+        case .exchanging(let exchange): log(exchange, outcome: "shutdown")  // only a shutdown leaves mid-exchange
         case .resolving(_, let request, _): request.cancel()
         case .connecting(_, let connector): connector.cancel()
         default: break
@@ -108,8 +111,13 @@ final class PlainForwarder {
             return refuse(refusal, request)
         }
         if let server, server.authority == request.authority {
-            return begin(request, on: server)
+            return begin(request, on: server, reused: true)
         }
+        reach(request, policy: policy)
+    }
+
+    /// Resolves (or asks the parent) and connects: a fresh server connection for this request.
+    private func reach(_ request: PlainRequest, policy: Policy) {
         server = nil
         if let parent = policy.proxy.upstreamProxy {
             // The parent resolves the name (deny_destinations applies to IP-literal targets only, as for CONNECT).
@@ -172,11 +180,11 @@ final class PlainForwarder {
                 setNoDelay(fd)
                 let server = Server(side: side, authority: request.authority, address: address)
                 self.server = server
-                begin(request, on: server)
+                begin(request, on: server, reused: false)
             }
     }
 
-    private func begin(_ request: PlainRequest, on server: Server) {
+    private func begin(_ request: PlainRequest, on server: Server, reused: Bool) {
         let settings = proxy.snapshot.policy.proxy
         let head = request.upstreamHead(viaParent: settings.upstreamProxy).bytes
         evbuffer_add(server.side.output, head, head.count)
@@ -188,7 +196,7 @@ final class PlainForwarder {
         server.side.route(to: self, read: plainServerReadCB, write: plainServerWriteCB, event: plainServerEventCB)
         server.side.enable(EV_READ | EV_WRITE)
         stage = .exchanging(Exchange(request: request, address: server.address, requestBody: BodyMeter(request.body),
-                                     closeClient: request.clientCloses))
+                                     closeClient: request.clientCloses, reused: reused))
         client.enable(EV_READ)
         pumpRequest()
     }
@@ -434,6 +442,15 @@ final class PlainForwarder {
         guard case .exchanging(let current) = stage else { return }
         exchange = current
         let eof = what & Int16(BEV_EVENT_EOF) != 0
+        // A kept connection the server closed just as the request went out (the keep-alive race):
+        // an idempotent request of which no body byte was sent and no answer came goes again, once,
+        // on a fresh connection.
+        if exchange.reused, exchange.responseBody == nil, exchange.bytesUp == 0, let server, evbuffer_get_length(server.side.input) == 0,
+           ["GET", "HEAD", "OPTIONS", "PUT", "DELETE"].contains(exchange.request.method) {
+            self.server = nil
+            stage = .awaitingHead
+            return reach(exchange.request, policy: proxy.snapshot.policy)
+        }
         if eof, exchange.responseBody?.state == .untilClose {
             exchange.responseBody = BodyMeter(.none)
             exchange.serverReusable = false

@@ -269,6 +269,18 @@ import TestSupport
         #expect(line["outcome"] == "client_closed" && line["bytes_up"] == "7" && line["status"] == "0", "\(line)")
     }
 
+    /// A kept-alive plain-HTTP connection with nothing in flight does not hold up a shutdown's drain.
+    @Test func anIdleKeptAliveConnectionClosesAtShutdown() throws {
+        let server = try Self.server()
+        let proxy = try ProxyProcess(config: Self.plainPolicy(port: server.port, proxy: "drain_timeout: 60s"))
+        let connection = try OpenConnection(port: proxy.port, send: "GET http://plain.pinproxy.test:\(server.port)/hello HTTP/1.1\r\nHost: x\r\n\r\n")
+        defer { connection.close() }
+        #expect(connection.receive(timeout: 5, until: "hello plain\n").hasSuffix("hello plain\n"))
+        proxy.signal(SIGTERM)
+        #expect(proxy.waitForExit(timeout: 20) == 0)  // well before drain_timeout
+        #expect(proxy.events("http_forwarded").count == 1 && proxy.waitFor("stopped") != nil)
+    }
+
     /// A reload that pins a host: the next request to it, even on a kept-alive connection, is refused.
     @Test func aReloadThatPinsAHostRefusesItsNextPlainRequest() throws {
         let server = try Self.server()
