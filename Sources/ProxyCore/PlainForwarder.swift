@@ -29,6 +29,15 @@ final class PlainForwarder {
         let side: BufferEvent
         let authority: Authority
         let address: SocketAddress
+        /// The parent proxy it goes through (nil: the server itself).
+        let parent: UpstreamProxy?
+
+        /// Whether the next request to `authority` may use it under this policy: a reload may have
+        /// denied its address or changed the parent since it was opened.
+        func fits(_ authority: Authority, under policy: Policy) -> Bool {
+            guard authority == self.authority, parent == policy.proxy.upstreamProxy else { return false }
+            return parent != nil || !policy.proxy.denyDestinations.containsAnyForm(of: address.ip)
+        }
     }
 
     /// One request and its response in flight.
@@ -76,7 +85,8 @@ final class PlainForwarder {
         let idle = proxy.snapshot.policy.proxy.idleTimeout
         var timeout = timeval(tv_sec: Int(idle), tv_usec: Int((idle - idle.rounded(.down)) * 1_000_000))
         bufferevent_set_timeouts(side.ref, &timeout, &timeout)
-        side.setWatermark(EV_READ, low: 0, high: 64 * 1024)
+        // Enough for the largest head `max_request_bytes` allows; a body waits in at most this much.
+        side.setWatermark(EV_READ, low: 0, high: max(64 * 1024, proxy.snapshot.policy.proxy.maxRequestBytes + 1024))
         side.setWatermark(EV_WRITE, low: Self.highWater / 4, high: 0)
         side.route(to: self, read: plainClientReadCB, write: plainClientWriteCB, event: plainClientEventCB)
         side.enable(EV_READ | EV_WRITE)
@@ -110,7 +120,7 @@ final class PlainForwarder {
         if let refusal = PlainAdmission.judge(request.authority, client: clientAddress.ip, policy: policy) {
             return refuse(refusal, request)
         }
-        if let server, server.authority == request.authority {
+        if let server, server.fits(request.authority, under: policy) {
             return begin(request, on: server, reused: true)
         }
         reach(request, policy: policy)
@@ -172,16 +182,16 @@ final class PlainForwarder {
     }
 
     private func connected(_ request: PlainRequest, _ outcome: Connector.Outcome) {
-            switch outcome {
-            case .failed(let refusal):
-                refuse(refusal, request)
-            case .connected(let fd, let address):
-                guard let side = BufferEvent(loop: proxy.loop, socket: fd) else { return refuse(.internalError("bufferevent_socket_new failed"), request) }
-                setNoDelay(fd)
-                let server = Server(side: side, authority: request.authority, address: address)
-                self.server = server
-                begin(request, on: server, reused: false)
-            }
+        switch outcome {
+        case .failed(let refusal):
+            refuse(refusal, request)
+        case .connected(let fd, let address):
+            guard let side = BufferEvent(loop: proxy.loop, socket: fd) else { return refuse(.internalError("bufferevent_socket_new failed"), request) }
+            setNoDelay(fd)
+            let server = Server(side: side, authority: request.authority, address: address, parent: proxy.snapshot.policy.proxy.upstreamProxy)
+            self.server = server
+            begin(request, on: server, reused: false)
+        }
     }
 
     private func begin(_ request: PlainRequest, on server: Server, reused: Bool) {

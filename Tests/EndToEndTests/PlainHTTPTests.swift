@@ -298,6 +298,26 @@ import TestSupport
     }
 }
 
+extension PlainHTTPTests {
+    /// A reload that denies the address of a kept server connection: the next request does not reuse it.
+    @Test func aReloadThatDeniesTheServersAddressStopsTheKeptConnection() throws {
+        let server = try Self.server()
+        let proxy = try ProxyProcess(config: Self.plainPolicy(port: server.port))
+        let get = "GET http://plain.pinproxy.test:\(server.port)/hello HTTP/1.1\r\nHost: x\r\n\r\n"
+        let connection = try OpenConnection(port: proxy.port, send: get)
+        defer { connection.close() }
+        #expect(connection.receive(timeout: 5, until: "hello plain\n").hasSuffix("hello plain\n"))
+        let denying = Self.plainPolicy(port: server.port)
+            .replacingOccurrences(of: "deny_destinations: [link-local, unspecified, multicast]", with: "deny_destinations: [loopback]")
+        try denying.write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
+        proxy.signal(SIGHUP)
+        #expect(proxy.waitFor("policy_reloaded") != nil)
+        connection.sendText(get)
+        #expect(statusLine(connection.receive(timeout: 5, until: "(loopback))\n")) == "HTTP/1.1 403 Destination Forbidden")
+        #expect(proxy.waitFor("request_rejected")?["reason"] == "destination_ip_prohibited")
+    }
+}
+
 private func sha256(_ text: String) -> String {
     (try? run("/bin/sh", ["-c", "printf %s '\(text)' | sha256sum"]).stdout.split(separator: " ").first.map(String.init)) ?? "?"
 }
