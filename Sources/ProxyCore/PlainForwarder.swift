@@ -261,7 +261,8 @@ final class PlainForwarder {
                 evbuffer_add(client.output, bytes, bytes.count)
                 continue
             }
-            if body == .untilClose { exchange.closeClient = true }
+            // A shutdown under way: this is the connection's last exchange.
+            if body == .untilClose || proxy.stopping { exchange.closeClient = true }
             if serverCloses || body == .untilClose { exchange.serverReusable = false }
             head.fields.append(("Connection", exchange.closeClient ? "close" : "keep-alive"))
             let out = HTTPHead(start: (exchange.request.head.start.2, head.start.1, head.start.2), fields: head.fields).bytes
@@ -320,7 +321,7 @@ final class PlainForwarder {
         }
         log(exchange, outcome: "complete")
         if !exchange.serverReusable { server = nil }
-        if exchange.closeClient { return close() }
+        if exchange.closeClient || proxy.stopping { return close() }
         stage = .awaitingHead
         client.enable(EV_READ)
         onClientReadable()  // a pipelined request may already wait
