@@ -318,6 +318,23 @@ extension PlainHTTPTests {
     }
 }
 
+extension PlainHTTPTests {
+    /// A server that closes a kept connection just after answering, while the client's next request
+    /// is already on its way (pipelined, so it goes out on that connection): the request is sent
+    /// again on a fresh connection instead of failing.
+    @Test func aKeptConnectionTheServerClosedDoesNotCostTheNextRequest() throws {
+        let server = try Self.server()
+        let proxy = try ProxyProcess(config: Self.plainPolicy(port: server.port))
+        let first = "GET http://plain.pinproxy.test:\(server.port)/then-close HTTP/1.1\r\nHost: x\r\n\r\n"
+        let second = "GET http://plain.pinproxy.test:\(server.port)/hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        let both = try rawExchange(port: proxy.port, send: Array((first + second).utf8))
+        #expect(both.components(separatedBy: "HTTP/1.1 200 OK\r\n").count == 3 && both.hasSuffix("hello plain\n"), "\(both)")
+        let lines = proxy.events("http_forwarded", count: 2)
+        #expect(lines.map { $0["outcome"] } == ["complete", "complete"], "\(lines)")
+        #expect(proxy.events("request_rejected").isEmpty)
+    }
+}
+
 private func sha256(_ text: String) -> String {
     (try? run("/bin/sh", ["-c", "printf %s '\(text)' | sha256sum"]).stdout.split(separator: " ").first.map(String.init)) ?? "?"
 }

@@ -9,6 +9,7 @@ closes, so it never outlives the test that started it.
   GET  /bytes/N        N zero bytes with Content-Length, written 64 KiB at a time
   GET  /reset          promises 1,000,000 bytes, sends 100,000, then resets the connection (RST)
   GET  /count          how many requests it has answered so far
+  GET  /then-close     'hello plain' without 'Connection: close', then closes the connection anyway
   POST|PUT /upload     reads the body (Content-Length or chunked) and answers 'received N sha256 H'
 """
 import hashlib, http.server, socket, socketserver, struct, sys, threading
@@ -46,6 +47,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.send_text("hello plain\n")
         if self.path == "/headers":
             return self.send_text(self.requestline + "\n" + str(self.headers))
+        if self.path == "/then-close":
+            self.send_text("hello plain\n")
+            self.wfile.flush()
+            self.close_connection = True
+            return
         if self.path == "/count":
             with lock:
                 return self.send_text("%d\n" % answered)
