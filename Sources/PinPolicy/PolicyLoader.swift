@@ -339,7 +339,8 @@ final class PolicyReader {
                             "max_request_bytes", "header_timeout", "dns_timeout", "connect_timeout",
                             "connect_total_timeout", "probe_timeout", "idle_timeout", "verify_cache_ttl",
                             "drain_timeout", "log_format", "stats_interval", "keylog",
-                            "upstream_proxy", "upstream_proxy_credentials_file", "relay", "metrics_listen"]
+                            "upstream_proxy", "upstream_proxy_credentials_file", "relay", "metrics_listen", "plain_http",
+                            "allowed_plain_ports"]
 
     func readProxy(_ node: Node) -> ProxySettings {
         var settings = ProxySettings()
@@ -385,6 +386,8 @@ final class PolicyReader {
         settings.upstreamProxy = readUpstreamProxy(f["upstream_proxy"], credentials: f["upstream_proxy_credentials_file"])
         if let n = f["relay"], let v = choice(n, "proxy.relay", RelayMethod.self, options: [.copy, .splice]) { settings.relay = v }
         if let n = f["metrics_listen"] { settings.metricsListen = readMetricsListen(n) }
+        if let n = f["plain_http"], let v = choice(n, "proxy.plain_http", PlainHTTPMode.self, options: [.forward, .refuse]) { settings.plainHTTP = v }
+        if let n = f["allowed_plain_ports"], let ports = ports(n, "proxy.allowed_plain_ports") { settings.allowedPlainPorts = ports }
         for address in settings.listen where !AddressSet.parse(["loopback"])!.contains(address.ip) && !settings.allowClientsExplicit {
             fail(f["listen"], "listening on \(address) (beyond loopback) needs an explicit proxy.allow_clients list, so that pinproxy is never an open proxy by accident")
         }

@@ -101,8 +101,20 @@ public struct ProxySettings: Hashable, Sendable {
     public var relay: RelayMethod = .copy
     /// `metrics_listen`: where `GET /metrics` is served (loopback only); nil: off.
     public var metricsListen: SocketAddress?
+    /// `plain_http`: forward absolute-form `http://` requests, or refuse them.
+    public var plainHTTP: PlainHTTPMode = .forward
+    /// `allowed_plain_ports`: the ports a plain-HTTP request may name.
+    public var allowedPlainPorts: [UInt16] = [80]
 
     public init() {}
+}
+
+/// `proxy.plain_http`.
+public enum PlainHTTPMode: String, Hashable, Sendable {
+    /// Forward plain-HTTP requests like an HTTP/1.1 proxy (never to a host a rule pins).
+    case forward
+    /// Answer every plain-HTTP request with a refusal.
+    case refuse
 }
 
 public enum UnpinnedDecision: String, Hashable, Sendable {

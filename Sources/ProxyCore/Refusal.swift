@@ -24,6 +24,14 @@ public enum NetworkRefusal: String, Hashable, Sendable, CaseIterable {
     case socksToProxy = "socks_to_proxy"
     /// The parent proxy (`proxy.upstream_proxy`) refused or failed the CONNECT.
     case upstreamProxyRefused = "upstream_proxy_refused"
+    /// A plain-HTTP request for a host a rule pins: a downgrade, refused as HSTS refuses it.
+    case plainHTTPToPinnedHost = "plain_http_to_pinned_host"
+    /// A plain-HTTP request while `proxy.plain_http` is `refuse`.
+    case plainHTTPRefused = "plain_http_refused"
+    /// A plain-HTTP request to a port outside `proxy.allowed_plain_ports`.
+    case plainPortNotAllowed = "plain_port_not_allowed"
+    /// The server's answer to a forwarded request was not an HTTP/1.x response pinproxy can pass on.
+    case badUpstreamResponse = "bad_upstream_response"
 }
 
 /// What the client is told when pinproxy will not open a tunnel: a status and a reason phrase that
@@ -95,6 +103,10 @@ public struct Refusal: Hashable, Sendable {
         // What an HTTP client would have been told; the client itself gets its protocol's reply.
         case .network(.tlsToProxy), .network(.socksToProxy): return (400, "Bad Request", "http_request_error")
         case .network(.upstreamProxyRefused): return (502, "Parent Proxy Failed", "destination_unavailable")
+        case .network(.plainHTTPToPinnedHost): return (403, "Pinned Host Requires HTTPS", "http_request_denied")
+        case .network(.plainHTTPRefused): return (403, "Plain HTTP Refused", "http_request_denied")
+        case .network(.plainPortNotAllowed): return (403, "Forbidden by Pin Policy", "http_request_denied")
+        case .network(.badUpstreamResponse): return (502, "Bad Upstream Response", "http_response_incomplete")
         case .network(.methodNotAllowed): return (405, "Method Not Allowed", "http_request_denied")
         case .network(.requestTooLarge): return (431, "Request Header Fields Too Large", "http_request_error")
         case .network(.headerTimeout): return (408, "Request Timeout", "http_request_error")
@@ -146,7 +158,7 @@ public struct Refusal: Hashable, Sendable {
         head += "Proxy-Status: pinproxy; error=\(proxyStatus); details=\(structuredString(reason))"
         if let received = relayed?.received { head += "; received-status=\(received)" }
         head += "\r\n"
-        if status == 405 { head += "Allow: CONNECT\r\n" }
+        if status == 405 { head += "Allow: CONNECT, \(PlainRequest.methods.sorted().joined(separator: ", "))\r\n" }
         if status == 503 { head += "Retry-After: 1\r\n" }
         head += "Content-Type: text/plain; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
         return Array((head + body).utf8)

@@ -18,6 +18,7 @@ final class Session {
         case probing(ProbeHub.Waiter)
         case connecting(Connector)
         case relaying(Relay, bypassEnd: Timer?)
+        case forwarding(PlainForwarder)
         case lingering(giveUp: Timer)
 
         /// Stops what is pending without its callback.
@@ -27,6 +28,7 @@ final class Session {
             case .probing(let waiter): waiter.cancel()
             case .connecting(let connector): connector.cancel()
             case .relaying(let relay, _): relay.cancel()
+            case .forwarding(let forwarder): forwarder.cancel()
             case .none, .readingRequest, .lingering: break
             }
         }
@@ -62,9 +64,10 @@ final class Session {
 
     deinit { proxy.sessionObjectFreed() }
 
-    /// Still waiting for its request head (shutdown closes these at once).
+    /// Still waiting for its (next) request head (shutdown closes these at once).
     var isReadingRequest: Bool {
         if case .readingRequest = machine.state { return true }
+        if case .forwarding(let forwarder) = work { return forwarder.isBetweenRequests }  // kept alive, nothing in flight
         return false
     }
 
@@ -94,6 +97,8 @@ final class Session {
         }
         let head = Array(UnsafeBufferPointer(start: bytes, count: headLength))
         evbuffer_drain(input, headLength)
+        // Any other method is plain HTTP (forwarded, or refused with a reason, request by request).
+        guard head.starts(with: "CONNECT ".utf8) else { return perform(machine.plainRequest(head)) }
         switch ConnectRequest.parse(head: head) {
         case .success(let request):
             // Early tunnel bytes may wait in the input buffer, but not without bound; reading on
@@ -192,6 +197,20 @@ final class Session {
             if case .connecting = machine.state, case .none = work { work = .connecting(connector) }
         case .open(let record):
             openTunnel(record)
+        case .forward(let head):
+            guard let clientSide else { return release() }
+            let forwarder = PlainForwarder(proxy: proxy, conn: id, client: client, side: clientSide) { [unowned self] end in
+                switch end {
+                case .finished: finish(.clientClosed)
+                case .refused(let refusal): perform(machine.plainRefused(refusal))
+                }
+            }
+            work = .forwarding(forwarder)
+            forwarder.received(head)
+        case .answer(let refusal):
+            respondAndLinger(refusal, host: nil)
+        case .release:
+            release()
         case .close(let reason, let openedTunnel):
             var relay: Relay?
             if case .relaying(let r, _) = previous { relay = r }

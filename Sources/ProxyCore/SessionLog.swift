@@ -223,7 +223,7 @@ enum SessionLog {
     }
 
     /// What the operator can do about it, safely.
-    private static func hint(_ code: Refusal.Code, _ s: DecisionRecord) -> String {
+    static func hint(_ code: Refusal.Code, _ s: DecisionRecord) -> String {
         // `--config` with the file in force: its resolve:, DNS and trust are what the proxy used, and
         // a name only in resolve: cannot be probed without them.
         let target = (s.authority?.description ?? "HOST:PORT") + (s.policySource.map { " --config \(shellWord($0))" } ?? "")
@@ -267,6 +267,8 @@ enum SessionLog {
             return "the parent proxy (proxy.upstream_proxy) refused or failed this CONNECT; its status is passed on. Check proxy.upstream_proxy_credentials_file, or ask the parent's operator"
         case .network(.badRequest), .network(.methodNotAllowed), .network(.requestTooLarge), .network(.headerTimeout):
             return "the client sent no valid CONNECT request; see the README's log reference"
+        case .network(.plainHTTPToPinnedHost), .network(.plainHTTPRefused), .network(.plainPortNotAllowed), .network(.badUpstreamResponse):
+            return PlainLog.hint(for: Refusal(code, detail: ""))
         }
     }
 }

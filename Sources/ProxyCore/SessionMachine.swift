@@ -102,6 +102,8 @@ struct SessionMachine {
         case probing(AdmittedConnect)
         case connecting(AdmittedConnect, Judgement?)
         case relaying(AdmittedConnect, Judgement?)
+        /// Forwarding plain-HTTP requests (`PlainForwarder` judges each one).
+        case forwarding
         case lingering
         case closed
     }
@@ -121,6 +123,12 @@ struct SessionMachine {
         case open(DecisionRecord)
         /// The session is over: log `tunnel_closed`.
         case close(CloseReason, openedTunnel: Bool)
+        /// Hand the connection to a plain-HTTP forwarder, starting with this request head.
+        case forward([UInt8])
+        /// A plain-HTTP request refused (the forwarder logged it): answer, linger.
+        case answer(Refusal)
+        /// The plain-HTTP connection is over: let go (each request had its own line).
+        case release
         /// Nothing to do (the session already ended).
         case none
     }
@@ -141,7 +149,7 @@ struct SessionMachine {
     var holdsTunnelSlot: Bool {
         switch state {
         case .resolving, .probing, .connecting, .relaying: return true
-        case .readingRequest, .lingering, .closed: return false
+        case .readingRequest, .forwarding, .lingering, .closed: return false
         }
     }
 
@@ -149,7 +157,7 @@ struct SessionMachine {
     var admitted: AdmittedConnect? {
         switch state {
         case .resolving(let a), .probing(let a), .connecting(let a, _), .relaying(let a, _): return a
-        case .readingRequest, .lingering, .closed: return nil
+        case .readingRequest, .forwarding, .lingering, .closed: return nil
         }
     }
 
@@ -159,6 +167,20 @@ struct SessionMachine {
     }
 
     // MARK: events
+
+    /// A request head that is not a CONNECT: plain HTTP, judged request by request by the forwarder.
+    mutating func plainRequest(_ head: [UInt8]) -> Action {
+        guard case .readingRequest = state else { preconditionFailure("plain request in \(state)") }
+        state = .forwarding
+        return .forward(head)
+    }
+
+    /// The forwarder refused a plain-HTTP request: the connection ends with that answer.
+    mutating func plainRefused(_ refusal: Refusal) -> Action {
+        guard case .forwarding = state else { preconditionFailure("plain refusal in \(state)") }
+        state = .lingering
+        return .answer(refusal)
+    }
 
     /// The request head did not parse, or did not arrive in time.
     mutating func requestRejected(_ refusal: Refusal) -> Action {
@@ -315,6 +337,9 @@ struct SessionMachine {
         switch state {
         case .lingering, .closed:
             return .none
+        case .forwarding:
+            state = .closed
+            return .release
         case .relaying:
             state = .closed
             return .close(reason, openedTunnel: true)

@@ -25,7 +25,7 @@ import TestSupport
         let rejected = 1000
         for index in 0..<rejected {
             let response = try rawExchange(port: proxy.port, send: Array("GET / HTTP/1.1\r\n\r\n".utf8), timeout: 5)
-            try #require(statusLine(response).hasPrefix("HTTP/1.1 405 "), "request \(index): \(response)")
+            try #require(statusLine(response).hasPrefix("HTTP/1.1 400 "), "request \(index): \(response)")
         }
         let tunnels = 50
         for index in 0..<tunnels {

@@ -25,10 +25,12 @@ import TestSupport
         let good = try Upstream("leaf-ec256", name: "good")
         let rogue = try Upstream("rogue-leaf", name: "rogue", port: good.port, extra: ["--bind", "127.0.0.2"])
         let rotated = try Upstream("leaf-rotated", name: "rotated", port: good.port, extra: ["--bind", "127.0.0.3"])
+        let plain = try PlainHTTPTests.server()
         let config = """
             version: 1
             proxy:
               allowed_ports: [\(good.port)]
+              allowed_plain_ports: [\(plain.port)]
               deny_destinations: [link-local]
               dns: { nameservers: [], hosts_file: none }
               stats_interval: 200ms
@@ -63,6 +65,8 @@ import TestSupport
         _ = try rawResponseHead(port: proxy.port, send: Array("CONNECT free.pinproxy.test:\(good.port) HTTP/1.1\r\n\r\n".utf8))  // unpinned
         _ = try rawExchange(port: proxy.port, send: Array("GET / HTTP/1.1\r\n\r\n".utf8))           // rejected
         _ = try rawExchange(port: proxy.port, send: [0x05, 0x01, 0x00])                            // rejected: SOCKS, with a hint
+        _ = try rawExchange(port: proxy.port, send: Array("GET http://free.pinproxy.test:\(plain.port)/hello HTTP/1.1\r\nConnection: close\r\n\r\n".utf8))  // forwarded
+        _ = try rawExchange(port: proxy.port, send: Array("GET http://api.pinproxy.test/ HTTP/1.1\r\n\r\n".utf8))  // rejected: a pinned host over plain HTTP
         #expect(proxy.waitFor("tunnel_closed") { $0["host"] == "free.pinproxy.test" } != nil)
         let original = try String(contentsOfFile: proxy.configPath, encoding: .utf8)
         try "version: 1\nbogus: true\n".write(toFile: proxy.configPath, atomically: true, encoding: .utf8)

@@ -88,7 +88,7 @@ import Testing
 
     @Test func methodAndLimitResponsesCarryTheirHeaders() {
         let method = String(decoding: Refusal.methodNotAllowed("only CONNECT").response(host: nil), as: UTF8.self)
-        #expect(method.contains("\r\nAllow: CONNECT\r\n"))
+        #expect(method.contains("\r\nAllow: CONNECT, DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT\r\n"))
         let limit = String(decoding: Refusal.tunnelLimit.response(host: "a"), as: UTF8.self)
         #expect(limit.hasPrefix("HTTP/1.1 503 Too Many Tunnels\r\n") && limit.contains("\r\nRetry-After: 1\r\n"))
     }

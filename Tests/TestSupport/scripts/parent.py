@@ -3,7 +3,8 @@
 listening and serves until stdin closes. Each CONNECT it receives is appended to --log as
 'CONNECT <target> auth=<the Proxy-Authorization value or ->'.
 
-  parent.py --mode tunnel    [--map NAME=IP]...  resolves names with the map (the parent's own DNS)
+  parent.py --mode tunnel    [--map NAME=IP]...  resolves names with the map (the parent's own DNS);
+                                                 an absolute-form http:// request is forwarded too
   parent.py --mode refuse                        answers every CONNECT 403 Forbidden
   parent.py --mode intercept --to PORT           tunnels every CONNECT to 127.0.0.1:PORT instead
                                                  (an interception proxy, e.g. with a rogue CA)
@@ -29,6 +30,18 @@ def pump(src, dst):
     except OSError:
         pass
 
+def forward_plain(conn, head, method, target):
+    """One absolute-form plain-HTTP request: sent on in origin-form, the answer pumped back until close."""
+    authority, _, path = target[len("http://"):].partition("/")
+    host, _, port = authority.rpartition(":") if ":" in authority else (authority, "", "80")
+    upstream = socket.create_connection((names.get(host, host), int(port)), timeout=10)
+    first, _, rest = head.partition(b"\r\n")
+    upstream.sendall(("%s /%s HTTP/1.1\r\n" % (method, path)).encode() + rest)
+    t = threading.Thread(target=pump, args=(upstream, conn), daemon=True); t.start()
+    pump(conn, upstream)
+    t.join(30)
+    upstream.close()
+
 def handle(conn):
     conn.settimeout(30)
     try:
@@ -45,6 +58,8 @@ def handle(conn):
             f.write("%s %s auth=%s\n" % (method, target, auth))
         if a.auth and auth != "Basic " + base64.b64encode(a.auth.encode()).decode():
             conn.sendall(b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"parent\"\r\nContent-Length: 0\r\n\r\n"); return
+        if a.mode == "tunnel" and method != "CONNECT" and target.startswith("http://"):
+            return forward_plain(conn, head, method, target)
         if a.mode == "refuse" or method != "CONNECT":
             conn.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n"); return
         host, port = target.rsplit(":", 1)

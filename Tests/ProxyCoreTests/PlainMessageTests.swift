@@ -1,0 +1,91 @@
+import Testing
+@testable import ProxyCore
+
+/// The plain-HTTP message rules, without a socket: which requests are forwarded and how their
+/// heads are rewritten, and where a body ends.
+@Suite struct PlainMessageTests {
+    static func request(_ text: String) -> Result<PlainRequest, PlainRequest.Problem> { PlainRequest.parse(head: Array(text.utf8)) }
+
+    @Test func anAbsoluteFormRequestIsRewrittenForTheServer() throws {
+        let text = "GET http://Example.TEST/a/b?c=d HTTP/1.1\r\nHost: other\r\nConnection: keep-alive, X-Drop\r\nX-Drop: 1\r\nProxy-Connection: keep-alive\r\nProxy-Authorization: Basic eA==\r\nTE: trailers\r\nAccept: */*\r\n\r\n"
+        let request = try Self.request(text).get()
+        #expect(request.method == "GET" && request.authority.description == "example.test:80" && request.path == "/a/b?c=d")
+        let head = String(decoding: request.upstreamHead(viaParent: nil).bytes, as: UTF8.self)
+        #expect(head == "GET /a/b?c=d HTTP/1.1\r\nHost: example.test\r\nAccept: */*\r\nVia: 1.1 pinproxy\r\n\r\n")
+        let viaParent = String(decoding: request.upstreamHead(viaParent: .init(address: .parse("127.0.0.1:8080")!, authorization: "Basic cDpx")).bytes, as: UTF8.self)
+        #expect(viaParent.hasPrefix("GET http://example.test/a/b?c=d HTTP/1.1\r\n") && viaParent.contains("\r\nProxy-Authorization: Basic cDpx\r\n"))
+        #expect(try Self.request("GET http://[::1]:8080 HTTP/1.0\r\n\r\n").get().upstreamHead(viaParent: nil).bytes
+                == Array("GET / HTTP/1.0\r\nHost: [::1]:8080\r\nVia: 1.0 pinproxy\r\n\r\n".utf8))
+    }
+
+    @Test(arguments: [
+        ("GET / HTTP/1.1\r\n\r\n", PlainRequest.Problem.originForm("/")),
+        ("OPTIONS * HTTP/1.1\r\n\r\n", .originForm("*")),
+        ("TRACE http://a.test/ HTTP/1.1\r\n\r\n", .methodNotAllowed("TRACE")),
+        ("GET https://a.test/ HTTP/1.1\r\n\r\n", .notHTTP("https://a.test/")),
+        ("GET ftp://a.test/ HTTP/1.1\r\n\r\n", .notHTTP("ftp://a.test/")),
+        ("GET http://a.test/ HTTP/2\r\n\r\n", .malformed("unsupported protocol version 'HTTP/2'; pinproxy speaks HTTP/1.1 and HTTP/1.0")),
+        ("POST http://a.test/ HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", .malformed("both Transfer-Encoding and Content-Length")),
+        ("POST http://a.test/ HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", .malformed("a bad Content-Length")),
+        ("POST http://a.test/ HTTP/1.1\r\nContent-Length: -1\r\n\r\n", .malformed("a bad Content-Length")),
+        ("POST http://a.test/ HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", .malformed("a request Transfer-Encoding other than chunked")),
+        ("GET http://a.test/ HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", .malformed("more than one Host header")),
+        ("GET http://a.test/#x HTTP/1.1\r\n\r\n", .malformed("a fragment ('#') in the request target")),
+        ("GET http://a.test/ HTTP/1.1\r\n folded\r\n\r\n", .malformed("obsolete header line folding is not accepted")),
+        ("GET http://a.test/ HTTP/1.1\r\nUpgrade: websocket\r\n\r\n", .malformed("Upgrade and Expect (other than 100-continue) are not forwarded")),
+    ])
+    func refused(text: String, problem: PlainRequest.Problem) {
+        guard case .failure(let got) = Self.request(text) else { Issue.record("accepted: \(text)"); return }
+        #expect(got == problem)
+    }
+
+    @Test func bodyLengths() throws {
+        #expect(try Self.request("POST http://a.test/ HTTP/1.1\r\nContent-Length: 5\r\n\r\n").get().body == .length(5))
+        #expect(try Self.request("POST http://a.test/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").get().body == .chunked)
+        #expect(try Self.request("GET http://a.test/ HTTP/1.1\r\n\r\n").get().body == BodyLength.none)
+        let response = try HTTPHead.parse(Array("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n".utf8)).get()
+        #expect(response.bodyLength(isResponse: true, requestMethod: "HEAD") == .success(BodyLength.none))
+        #expect(response.bodyLength(isResponse: true, requestMethod: "GET") == .success(.length(9)))
+        let noLength = try HTTPHead.parse(Array("HTTP/1.1 200 OK\r\n\r\n".utf8)).get()
+        #expect(noLength.bodyLength(isResponse: true, requestMethod: "GET") == .success(.untilClose))
+        let notModified = try HTTPHead.parse(Array("HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n".utf8)).get()
+        #expect(notModified.bodyLength(isResponse: true, requestMethod: "GET") == .success(BodyLength.none))
+    }
+
+    static func meter(_ length: BodyLength, _ text: String, slice: Int) -> (used: Int, done: Bool, error: String?) {
+        var meter = BodyMeter(length)
+        let bytes = Array(text.utf8)
+        var used = 0
+        while used < bytes.count && !meter.isDone {
+            let end = min(bytes.count, used + slice)
+            let step = bytes[used..<end].withUnsafeBytes { meter.consume($0) }
+            switch step {
+            case .consumed(let n): used += n
+            case .malformed(let why): return (used, false, why)
+            }
+            if case .consumed(0) = step { break }
+        }
+        return (used, meter.isDone, nil)
+    }
+
+    /// Fed whole or a byte at a time, the meter stops exactly where the message ends.
+    @Test(arguments: [1, 3, 1000]) func aChunkedBodyEndsAfterItsTrailers(slice: Int) {
+        let body = "5\r\nhello\r\n1;ext=1\r\n!\r\n0\r\nX-Trailer: t\r\n\r\n"
+        let r = Self.meter(.chunked, body + "GET http://next/ HTTP/1.1\r\n", slice: slice)
+        #expect(r.used == body.utf8.count && r.done && r.error == nil)
+        #expect(Self.meter(.chunked, "0\r\n\r\nnext", slice: slice).used == 5)
+        #expect(Self.meter(.length(4), "abcdefgh", slice: slice).used == 4)
+    }
+
+    @Test(arguments: [
+        ("zz\r\n", "a chunk size that is not hexadecimal"),
+        ("\r\n", "a chunk-size line without a size"),
+        ("\n", "an empty chunk-size line"),
+        ("3\r\nabcX", "a chunk's data is not followed by CRLF"),
+        (String(repeating: "1", count: 30) + "\r\n", "a chunk size too large"),
+        ("1" + String(repeating: " ", count: 5000) + "\r\n", "a chunk-size line over 4096 bytes"),
+    ])
+    func aBadChunkedBodyIsMalformed(text: String, error: String) {
+        #expect(Self.meter(.chunked, text, slice: 7).error == error)
+    }
+}

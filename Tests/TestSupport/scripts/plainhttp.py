@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""A plain-HTTP/1.1 server on loopback for the plain-HTTP forwarding tests (keep-alive, bodies with
+Content-Length and chunked, both ways). Prints 'PORT <n>' once listening and serves until stdin
+closes, so it never outlives the test that started it.
+
+  GET  /hello          'hello plain' with Content-Length
+  GET  /headers        the request head it received, as the body
+  GET  /chunked        a chunked body: 'chunk 0'..'chunk 99', one line each
+  GET  /bytes/N        N zero bytes with Content-Length, written 64 KiB at a time
+  GET  /reset          promises 1,000,000 bytes, sends 100,000, then resets the connection (RST)
+  GET  /count          how many requests it has answered so far
+  GET  /then-close     'hello plain' without 'Connection: close', then closes the connection anyway
+  POST|PUT /upload     reads the body (Content-Length or chunked) and answers 'received N sha256 H'
+"""
+import hashlib, http.server, socket, socketserver, struct, sys, threading
+
+answered = 0
+lock = threading.Lock()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def send_text(self, text, status=200):
+        body = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def count(self):
+        global answered
+        with lock:
+            answered += 1
+
+    def do_HEAD(self):
+        self.do_GET()
+
+    def do_GET(self):
+        self.count()
+        if self.path == "/hello":
+            return self.send_text("hello plain\n")
+        if self.path == "/headers":
+            return self.send_text(self.requestline + "\n" + str(self.headers))
+        if self.path == "/then-close":
+            self.send_text("hello plain\n")
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        if self.path == "/count":
+            with lock:
+                return self.send_text("%d\n" % answered)
+        if self.path == "/chunked":
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for i in range(100):
+                data = ("chunk %d\n" % i).encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        if self.path.startswith("/bytes/"):
+            n = int(self.path[len("/bytes/"):])
+            self.send_response(200)
+            self.send_header("Content-Length", str(n))
+            self.end_headers()
+            block = bytes(65536)
+            while n > 0:
+                self.wfile.write(block[: min(n, len(block))])
+                n -= min(n, len(block))
+            return
+        if self.path == "/reset":
+            self.send_response(200)
+            self.send_header("Content-Length", "1000000")
+            self.end_headers()
+            self.wfile.write(bytes(100000))
+            self.wfile.flush()
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+            self.close_connection = True
+            return
+        self.send_text("not found\n", 404)
+
+    def do_POST(self):
+        self.count()
+        digest = hashlib.sha256()
+        received = 0
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    break
+                left = size
+                while left > 0:
+                    data = self.rfile.read(min(left, 1 << 20))
+                    digest.update(data)
+                    received += len(data)
+                    left -= len(data)
+                self.rfile.readline()
+        else:
+            left = int(self.headers.get("Content-Length", "0"))
+            while left > 0:
+                data = self.rfile.read(min(left, 1 << 20))
+                if not data:
+                    break
+                digest.update(data)
+                received += len(data)
+                left -= len(data)
+        self.send_text("received %d sha256 %s\n" % (received, digest.hexdigest()))
+
+    do_PUT = do_POST
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+srv = Server(("127.0.0.1", 0), Handler)
+print("PORT", srv.server_address[1], flush=True)
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+sys.stdin.read()
+srv.shutdown()
