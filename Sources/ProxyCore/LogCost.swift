@@ -33,10 +33,10 @@ import PinPolicy
     /// The decision line and the close line of connection `conn`, through `logger` as `Proxy` logs them.
     public static func emitDecisionAndClose(_ tunnel: Tunnel, conn: Int, to logger: Logger) {
         let record = tunnel.record.renumbered(conn)
-        logger.emit(SessionLog.decision(record))
+        logger.emitDecision(record)
         let closed = ClosedTunnel(record: record, openedTunnel: true, bytesUp: 517, bytesDown: 1_048_576 + conn,
                                   duration: .milliseconds(12), check: nil, relay: .copy)
-        logger.emit(SessionLog.end(.closed(.relay(.finished), closed)))
+        logger.emitEnd(.closed(.relay(.finished), closed))
     }
 }
 
