@@ -6,6 +6,8 @@ Run through Benchmarks/relay.sh, which builds release first. Loopback only; ever
               pinproxy (relay: copy and relay: splice, a pinned rule), Squid, tinyproxy; ROUNDS
               interleaved rounds (each round runs every path once), medians; each proxy's CPU seconds
               per GiB from /proc/PID/stat (utime + stime) over its transfers.
+  parallel    PARALLEL (16) tunnels at once, TLS 1.3, sharing SIZE bytes, through each path,
+              ROUNDS interleaved rounds, median aggregate MB/s (first start to last end).
   setup       LATENCY (500) sequential tunnels per path, interleaved (each round opens one tunnel
               through every path): CONNECT → "200" and → the first byte of an HTTPS response (TLS
               1.3 to `openssl s_server -WWW`, GET of a 6-byte file), both timed from the client's TCP
@@ -27,6 +29,7 @@ ROUNDS = int(os.environ.get("ROUNDS", "5"))
 SIZE = int(os.environ.get("SIZE", str(1 << 30)))
 IDLE_COUNTS = [int(x) for x in os.environ.get("IDLE", "1000,9000").split(",") if x]
 LATENCY = int(os.environ.get("LATENCY", "500"))
+PARALLEL = int(os.environ.get("PARALLEL", "16"))  # tunnels at once in the aggregate rounds; 0: none
 OUT = sys.argv[1] if len(sys.argv) > 1 else ROOT
 TICK = os.sysconf("SC_CLK_TCK")
 work = tempfile.mkdtemp(prefix="pinproxy-bench-")
@@ -169,13 +172,34 @@ Group nogroup
     return p, port
 
 # --- throughput ------------------------------------------------------------------------------
-def curl(tls, proxy_port, pinproxy=False):
+def curl_args(tls, proxy_port, pinproxy, target="/big"):
     port = upstreams[tls]
     args = ["curl", "-s", "-o", "/dev/null", "--cacert", F + "/both-roots.pem", "--max-time", "300", "-w", "%{speed_download} %{size_download}",
-            "--resolve", "api.pinproxy.test:%d:127.0.0.1" % port, "https://api.pinproxy.test:%d/big" % port]
+            "--resolve", "api.pinproxy.test:%d:127.0.0.1" % port, "https://api.pinproxy.test:%d%s" % (port, target)]
     if proxy_port: args += ["--proxy", "http://127.0.0.1:%d" % proxy_port]
     if proxy_port and not pinproxy:  # Squid and tinyproxy resolve names with the system: CONNECT to the address
         args += ["--connect-to", "api.pinproxy.test:%d:127.0.0.1:%d" % (port, port)]
+    return args
+
+def parallel(tls, proxy_port, pinproxy, tunnels):
+    """`tunnels` downloads at once sharing SIZE bytes; aggregate MB/s from the first start to the last
+    end, or None when one failed."""
+    each = SIZE // tunnels
+    env = dict(os.environ, NO_PROXY="", no_proxy="")
+    started = time.perf_counter()
+    procs = [subprocess.Popen(curl_args(tls, proxy_port, pinproxy, "/bytes/%d" % each), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True, env=env) for _ in range(tunnels)]
+    sizes = []
+    for p in procs:
+        try: out = p.communicate(timeout=330)[0].split()
+        except subprocess.TimeoutExpired: p.kill(); p.wait(); out = []
+        sizes.append(int(out[1]) if len(out) == 2 else -1)
+    elapsed = time.perf_counter() - started
+    return round(each * tunnels / elapsed / 1e6, 1) if all(n == each for n in sizes) else None
+
+def curl(tls, proxy_port, pinproxy=False):
+    port = upstreams[tls]
+    args = curl_args(tls, proxy_port, pinproxy)
     env = dict(os.environ, NO_PROXY="", no_proxy="")
     out = subprocess.run(args, capture_output=True, text=True, timeout=330, env=env).stdout.split()
     speed, size = float(out[0]), int(out[1])
@@ -199,8 +223,18 @@ def throughput():
                 if proc:
                     r["cpu_s"] += cpu_seconds(process_tree(proc.pid)) - before
                 r["bytes"] += SIZE
+    # Many tunnels at once (TLS 1.3): what one event loop (or, with proxy.workers, several) carries in all.
+    together = {p: {"tunnels": PARALLEL, "mb_s": [], "failures": 0} for p in paths}
+    for _ in range(ROUNDS if PARALLEL else 0):
+        for path in paths:
+            _, port = proxies.get(path, (None, None))
+            rate = parallel("1.3", port, path.startswith("pinproxy"), PARALLEL)
+            if rate is None: together[path]["failures"] += 1
+            else: together[path]["mb_s"].append(rate)
+    for r in together.values(): r["median_mb_s"] = round(statistics.median(r["mb_s"]), 1) if r["mb_s"] else None
+    results["parallel"] = together if PARALLEL else {}
     for p, _ in proxies.values(): stop(p)
-    for tls in results:
+    for tls in upstreams:
         for path, r in results[tls].items():
             r["median_mb_s"] = round(statistics.median(r["mb_s"]), 1) if r["mb_s"] else None
             r["cpu_s_per_gib"] = round(r["cpu_s"] / (r["bytes"] / (1 << 30)), 3) if path != "direct" and r["bytes"] else None
@@ -386,12 +420,16 @@ def main():
     lines = ["%s, %d cores, Linux %s, %s; %d interleaved rounds of %d MiB; load average %s before, %s after" %
              (started, os.cpu_count(), platform.release(), versions(), ROUNDS, SIZE >> 20, " ".join(load_before), " ".join(load_after)), "",
              "| path | TLS 1.2 MB/s | TLS 1.2 CPU s/GiB | TLS 1.3 MB/s | TLS 1.3 CPU s/GiB |", "|---|---|---|---|---|"]
-    for path in tp.get("1.2", {}):
+    for path in tp.get("1.2", {}):  # the single-tunnel rows
         row = [path]
         for tls in ("1.2", "1.3"):
             r = tp[tls][path]
             row += [str(r["median_mb_s"]) + (" (%d failed)" % r["failures"] if r.get("failures") else ""), "–" if r["cpu_s_per_gib"] is None else str(r["cpu_s_per_gib"])]
         lines.append("| " + " | ".join(row) + " |")
+    if tp.get("parallel"):
+        lines += ["", "| %d tunnels at once, TLS 1.3, %d MiB in all | aggregate MB/s (median) |" % (PARALLEL, SIZE >> 20), "|---|---|"]
+        for path, r in tp["parallel"].items():
+            lines.append("| %s | %s%s |" % (path, r["median_mb_s"], " (%d failed)" % r["failures"] if r["failures"] else ""))
     if lat:
         lines += ["", "| setup, %d sequential tunnels each (TLS 1.3, s_server) | tunnels | CONNECT → 200 p50 ms | p99 ms | → first byte p50 ms | p99 ms |" % LATENCY,
                   "|---|---|---|---|---|---|"]

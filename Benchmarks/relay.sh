@@ -3,12 +3,13 @@
 # interleaved in one run, loopback only, every loop bounded:
 #   1 GiB over HTTPS (TLS 1.2 and 1.3) directly and through pinproxy (relay: copy, relay: splice),
 #     Squid and tinyproxy, ROUNDS rounds, medians, each proxy's CPU s/GiB from /proc;
+#   PARALLEL tunnels at once sharing SIZE (TLS 1.3): aggregate MB/s per path;
 #   CONNECT → 200 and → first byte over LATENCY sequential tunnels: pinproxy pinned cold (a probe
 #     each), pinned warm (verification cache), unpinned, Squid, tinyproxy, and direct (first byte);
 #   1,000 and 9,000 simultaneous idle tunnels: success, RSS held, VmHWM open and through teardown.
 # Writes OUTDIR/relay.json and OUTDIR/relay.md (default Benchmarks/results/) and prints the tables.
 #   Benchmarks/relay.sh [--quick] [OUTDIR]
-#     env: ROUNDS (5), SIZE (bytes, 1 GiB), LATENCY (500), IDLE (1000,9000),
+#     env: ROUNDS (5), SIZE (bytes, 1 GiB), PARALLEL (16), LATENCY (500), IDLE (1000,9000),
 #          IDLE_PROXIES (e.g. "pinproxy": the idle rounds of those proxies only)
 #     --quick: ROUNDS=1 SIZE=64 MiB LATENCY=50 IDLE=200, into a temporary OUTDIR unless one is given
 # Squid and tinyproxy are installed with apt when missing; they run as this user's children on
