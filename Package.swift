@@ -40,6 +40,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
 
+        // The log lines' cost in a release build (Benchmarks/logcost.sh); reaches ProxyCore's records through @_spi(Benchmarks).
+        .executableTarget(
+            name: "pinproxy-logcost", dependencies: ["ProxyCore", "PinPolicy", .product(name: "Logging", package: "swift-log")],
+            path: "Benchmarks/LogCost"),
+
         // glibc's <malloc.h> for tests that measure the heap (mallinfo2); Swift's Glibc module lacks it.
         .systemLibrary(name: "CMalloc", path: "Tests/CMalloc"),
         .testTarget(name: "PinPolicyTests", dependencies: ["PinPolicy", "CMalloc"]),

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A TLS upstream for Benchmarks/relay.py that outruns the proxies: answers any GET with SIZE zero
 bytes, written 1 MiB per SSL_write (openssl s_server -WWW writes 16 KiB at a time and is slower than
-a relay). Usage: bulk_server.py PORT KEY CHAIN TLS(1.2|1.3) SIZE (CHAIN: the leaf and its intermediate, PEM); serves until killed."""
+a relay). Usage: bulk_server.py PORT KEY CHAIN TLS(1.2|1.3) SIZE (CHAIN: the leaf and its intermediate, PEM); serves until killed.
+`GET /bytes/N` answers N bytes instead of SIZE (the parallel rounds split SIZE between tunnels)."""
 import socket, ssl, sys, threading
 
 port, key, chain, tls, size = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
@@ -20,8 +21,10 @@ def serve(raw):
                 chunk = conn.recv(4096)
                 if not chunk: return
                 head += chunk
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size)
-            left = size
+            target = head.split(b" ", 2)[1] if head.count(b" ") >= 2 else b"/"
+            length = int(target[7:]) if target.startswith(b"/bytes/") and target[7:].isdigit() else size
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % length)
+            left = length
             while left > 0:
                 n = min(left, len(block)); conn.sendall(block[:n]); left -= n
     except (OSError, ssl.SSLError):

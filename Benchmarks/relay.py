@@ -6,13 +6,21 @@ Run through Benchmarks/relay.sh, which builds release first. Loopback only; ever
               pinproxy (relay: copy and relay: splice, a pinned rule), Squid, tinyproxy; ROUNDS
               interleaved rounds (each round runs every path once), medians; each proxy's CPU seconds
               per GiB from /proc/PID/stat (utime + stime) over its transfers.
+  parallel    PARALLEL (16) tunnels at once, TLS 1.3, sharing SIZE bytes, through each path,
+              ROUNDS interleaved rounds, median aggregate MB/s (first start to last end).
+  setup       LATENCY (500) sequential tunnels per path, interleaved (each round opens one tunnel
+              through every path): CONNECT → "200" and → the first byte of an HTTPS response (TLS
+              1.3 to `openssl s_server -WWW`, GET of a 6-byte file), both timed from the client's TCP
+              connect to the proxy (direct: to the server), p50 and p99: pinproxy pinned cold
+              (verify_cache_ttl: 0s, a probe per CONNECT), pinned warm (the cache on), unpinned, Squid,
+              tinyproxy, and direct (first byte only).
   idle        1,000 and 9,000 simultaneous idle CONNECT tunnels (plain TCP to a holding upstream):
-              how many got 200, and the proxy's VmHWM (peak RSS) after they were opened and closed,
-              each count in a fresh proxy.
+              how many got 200, the proxy's RSS while they are held, and its VmHWM (peak RSS) after
+              they were opened and after they were closed, each count in a fresh proxy.
 
 Writes JSON and a markdown table to OUTDIR (relay.json, relay.md) and prints the table.
 """
-import json, os, platform, resource, selectors, signal, socket, statistics, subprocess, sys, tempfile, threading, time
+import json, os, platform, resource, selectors, signal, socket, ssl, statistics, subprocess, sys, tempfile, threading, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 F = os.path.join(ROOT, "Tests/TLSInspectionTests/Fixtures")
@@ -20,6 +28,8 @@ BIN = os.environ.get("PINPROXY_BIN", os.path.join(ROOT, ".build/release/pinproxy
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
 SIZE = int(os.environ.get("SIZE", str(1 << 30)))
 IDLE_COUNTS = [int(x) for x in os.environ.get("IDLE", "1000,9000").split(",") if x]
+LATENCY = int(os.environ.get("LATENCY", "500"))
+PARALLEL = int(os.environ.get("PARALLEL", "16"))  # tunnels at once in the aggregate rounds; 0: none
 OUT = sys.argv[1] if len(sys.argv) > 1 else ROOT
 TICK = os.sysconf("SC_CLK_TCK")
 work = tempfile.mkdtemp(prefix="pinproxy-bench-")
@@ -67,15 +77,17 @@ def process_tree(pid):
         except OSError: pass
     return out
 
-def vmhwm_kib(pids):
+def status_kib(pids, key):
     total = 0
     for pid in pids:
         try:
             for line in open("/proc/%d/status" % pid):
-                if line.startswith("VmHWM:"): total += int(line.split()[1])
+                if line.startswith(key + ":"): total += int(line.split()[1])
         except OSError:
             pass
     return total
+
+def vmhwm_kib(pids): return status_kib(pids, "VmHWM")
 
 # --- upstreams -------------------------------------------------------------------------------
 upstreams = {}
@@ -108,10 +120,10 @@ rules:
 """ % (", ".join(map(str, ports)), relay, extra, F))
     return path
 
-def start_pinproxy(relay, ports):
+def start_pinproxy(relay, ports, extra=""):
     port = free_port()
     log = open(os.path.join(work, "pinproxy-%s.log" % relay), "a")
-    p = start([BIN, "run", "--config", pinproxy_config(relay, ports), "--listen", "127.0.0.1:%d" % port], stderr=log)
+    p = start([BIN, "run", "--config", pinproxy_config(relay, ports, extra), "--listen", "127.0.0.1:%d" % port], stderr=log)
     wait_port(port)
     return p, port
 
@@ -160,13 +172,34 @@ Group nogroup
     return p, port
 
 # --- throughput ------------------------------------------------------------------------------
-def curl(tls, proxy_port, pinproxy=False):
+def curl_args(tls, proxy_port, pinproxy, target="/big"):
     port = upstreams[tls]
     args = ["curl", "-s", "-o", "/dev/null", "--cacert", F + "/both-roots.pem", "--max-time", "300", "-w", "%{speed_download} %{size_download}",
-            "--resolve", "api.pinproxy.test:%d:127.0.0.1" % port, "https://api.pinproxy.test:%d/big" % port]
+            "--resolve", "api.pinproxy.test:%d:127.0.0.1" % port, "https://api.pinproxy.test:%d%s" % (port, target)]
     if proxy_port: args += ["--proxy", "http://127.0.0.1:%d" % proxy_port]
     if proxy_port and not pinproxy:  # Squid and tinyproxy resolve names with the system: CONNECT to the address
         args += ["--connect-to", "api.pinproxy.test:%d:127.0.0.1:%d" % (port, port)]
+    return args
+
+def parallel(tls, proxy_port, pinproxy, tunnels):
+    """`tunnels` downloads at once sharing SIZE bytes; aggregate MB/s from the first start to the last
+    end, or None when one failed."""
+    each = SIZE // tunnels
+    env = dict(os.environ, NO_PROXY="", no_proxy="")
+    started = time.perf_counter()
+    procs = [subprocess.Popen(curl_args(tls, proxy_port, pinproxy, "/bytes/%d" % each), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True, env=env) for _ in range(tunnels)]
+    sizes = []
+    for p in procs:
+        try: out = p.communicate(timeout=330)[0].split()
+        except subprocess.TimeoutExpired: p.kill(); p.wait(); out = []
+        sizes.append(int(out[1]) if len(out) == 2 else -1)
+    elapsed = time.perf_counter() - started
+    return round(each * tunnels / elapsed / 1e6, 1) if all(n == each for n in sizes) else None
+
+def curl(tls, proxy_port, pinproxy=False):
+    port = upstreams[tls]
+    args = curl_args(tls, proxy_port, pinproxy)
     env = dict(os.environ, NO_PROXY="", no_proxy="")
     out = subprocess.run(args, capture_output=True, text=True, timeout=330, env=env).stdout.split()
     speed, size = float(out[0]), int(out[1])
@@ -190,12 +223,94 @@ def throughput():
                 if proc:
                     r["cpu_s"] += cpu_seconds(process_tree(proc.pid)) - before
                 r["bytes"] += SIZE
+    # Many tunnels at once (TLS 1.3): what one event loop (or, with proxy.workers, several) carries in all.
+    together = {p: {"tunnels": PARALLEL, "mb_s": [], "failures": 0} for p in paths}
+    for _ in range(ROUNDS if PARALLEL else 0):
+        for path in paths:
+            _, port = proxies.get(path, (None, None))
+            rate = parallel("1.3", port, path.startswith("pinproxy"), PARALLEL)
+            if rate is None: together[path]["failures"] += 1
+            else: together[path]["mb_s"].append(rate)
+    for r in together.values(): r["median_mb_s"] = round(statistics.median(r["mb_s"]), 1) if r["mb_s"] else None
+    results["parallel"] = together if PARALLEL else {}
     for p, _ in proxies.values(): stop(p)
-    for tls in results:
+    for tls in upstreams:
         for path, r in results[tls].items():
             r["median_mb_s"] = round(statistics.median(r["mb_s"]), 1) if r["mb_s"] else None
             r["cpu_s_per_gib"] = round(r["cpu_s"] / (r["bytes"] / (1 << 30)), 3) if path != "direct" and r["bytes"] else None
     return results
+
+# --- setup latency ---------------------------------------------------------------------------
+def percentile(values, p):
+    v = sorted(values)
+    return v[min(len(v) - 1, int(len(v) * p))]
+
+def one_tunnel(proxy_port, connect_host, target_port, sni, client_tls):
+    """(ms to "200" or None when direct, ms to the first response byte); raises on any failure."""
+    start_t = time.perf_counter()
+    s = socket.create_connection(("127.0.0.1", proxy_port or target_port), timeout=10)
+    try:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        established = None
+        if proxy_port:
+            s.sendall(b"CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n\r\n" % (connect_host.encode(), target_port, connect_host.encode(), target_port))
+            head = b""
+            while b"\r\n\r\n" not in head and len(head) < 8192:
+                chunk = s.recv(8192)
+                if not chunk: raise OSError("proxy closed")
+                head += chunk
+            if not head.startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")): raise OSError(head.split(b"\r\n")[0].decode("latin-1"))
+            established = (time.perf_counter() - start_t) * 1000
+        t = client_tls.wrap_socket(s, server_hostname=sni)
+        t.sendall(b"GET /small HTTP/1.0\r\nHost: %s\r\n\r\n" % sni.encode())
+        if not t.recv(1): raise OSError("no response byte")
+        first = (time.perf_counter() - start_t) * 1000
+        t.close()
+        return established, first
+    finally:
+        s.close()
+
+def setup_latency():
+    """Sequential tunnels, one per path per round, against one `openssl s_server -WWW` (TLS 1.3)."""
+    d = os.path.join(work, "www"); os.makedirs(d, exist_ok=True)
+    open(os.path.join(d, "small"), "w").write("hello\n")
+    port = free_port()
+    start(["openssl", "s_server", "-accept", "127.0.0.1:%d" % port, "-cert", F + "/leaf-ec256.pem", "-key", F + "/leaf-ec256.key.pem",
+           "-cert_chain", F + "/good-intermediate.pem", "-WWW", "-quiet", "-naccept", "1000000"], cwd=d)
+    wait_port(port)
+    client_tls = ssl.create_default_context(cafile=F + "/both-roots.pem")
+    client_tls.check_hostname = False  # the unpinned path names another host; every path pays the same client
+    cold, cold_port = start_pinproxy("copy", [port], "  verify_cache_ttl: 0s\n")
+    warm, warm_port = start_pinproxy("copy", [port])
+    squid, squid_port = start_squid()
+    tiny, tiny_port = start_tinyproxy()
+    paths = {  # name: (proxy port, CONNECT host, SNI)
+        "direct": (None, None, "api.pinproxy.test"),
+        "pinproxy pinned cold": (cold_port, "api.pinproxy.test", "api.pinproxy.test"),
+        "pinproxy pinned warm": (warm_port, "api.pinproxy.test", "api.pinproxy.test"),
+        "pinproxy unpinned": (warm_port, "free.pinproxy.test", "free.pinproxy.test"),
+        "squid": (squid_port, "127.0.0.1", "api.pinproxy.test"),
+        "tinyproxy": (tiny_port, "127.0.0.1", "api.pinproxy.test"),
+    }
+    samples = {name: {"connect_ms": [], "first_byte_ms": [], "failures": 0, "failure": None} for name in paths}
+    warmup = 5
+    for n in range(LATENCY + warmup):
+        for name, (proxy_port, host, sni) in paths.items():
+            try:
+                established, first = one_tunnel(proxy_port, host, port, sni, client_tls)
+            except (OSError, ssl.SSLError) as e:
+                samples[name]["failures"] += 1; samples[name]["failure"] = str(e); continue
+            if n < warmup: continue
+            if established is not None: samples[name]["connect_ms"].append(established)
+            samples[name]["first_byte_ms"].append(first)
+    for p in (cold, warm, squid, tiny): stop(p)
+    out = {}
+    for name, r in samples.items():
+        out[name] = {"tunnels": len(r["first_byte_ms"]), "failures": r["failures"], "last_failure": r["failure"]}
+        for key in ("connect_ms", "first_byte_ms"):
+            out[name][key + "_p50"] = round(percentile(r[key], 0.5), 3) if r[key] else None
+            out[name][key + "_p99"] = round(percentile(r[key], 0.99), 3) if r[key] else None
+    return out
 
 # --- idle tunnels ----------------------------------------------------------------------------
 class Holder:
@@ -253,6 +368,8 @@ def idle_tunnels(proxy_port, target_port, count, host, seconds=60):
 def idle():
     results = {}
     makers = {"pinproxy copy": lambda: start_pinproxy("copy", [holder.port]), "squid": start_squid, "tinyproxy": start_tinyproxy}
+    only = [x for x in os.environ.get("IDLE_PROXIES", "").split(",") if x]  # e.g. IDLE_PROXIES=pinproxy for a memory study
+    makers = {name: make for name, make in makers.items() if not only or any(name.startswith(o) for o in only)}
     for count in IDLE_COUNTS:
         for name, make in makers.items():
             # A fresh upstream port each round: the last round's closed connections wait in
@@ -263,39 +380,70 @@ def idle():
             socks, ok = idle_tunnels(port, holder.port, count, "free.pinproxy.test" if name.startswith("pinproxy") else "127.0.0.1")
             time.sleep(1)
             held = vmhwm_kib(process_tree(proc.pid))
+            rss = status_kib(process_tree(proc.pid), "VmRSS")
             for s in socks: s.close()
             holder.close()
             time.sleep(2)
             peak = vmhwm_kib(process_tree(proc.pid))
-            results.setdefault(str(count), {})[name] = {"ok": ok, "vmhwm_open_mib": round(held / 1024, 1), "vmhwm_after_teardown_mib": round(peak / 1024, 1)}
+            after = status_kib(process_tree(proc.pid), "VmRSS")
+            results.setdefault(str(count), {})[name] = {"ok": ok, "rss_held_mib": round(rss / 1024, 1), "vmhwm_open_mib": round(held / 1024, 1),
+                                                        "vmhwm_after_teardown_mib": round(peak / 1024, 1), "rss_after_teardown_mib": round(after / 1024, 1)}
             stop(proc)
             holder.running = False
     return results
 
+def versions():
+    """pinproxy's commit and the other proxies' versions, for the table's first line."""
+    def first_line(args):
+        try: return subprocess.run(args, capture_output=True, text=True, timeout=10).stdout.splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired): return "?"
+    commit = first_line(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
+    squid = first_line(["squid", "-v"]).replace("Squid Cache: Version ", "")
+    tiny = first_line(["tinyproxy", "-v"]).replace("tinyproxy ", "")
+    return "pinproxy %s, Squid %s, tinyproxy %s" % (commit, squid, tiny)
+
 def main():
-    resource.setrlimit(resource.RLIMIT_NOFILE, (20000, 20000))
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    limit = 20000 if hard == resource.RLIM_INFINITY else min(20000, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
     load_before = open("/proc/loadavg").read().split()[:3]
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     tp = throughput() if ROUNDS else {}  # ROUNDS=0: the idle rounds alone
     os.makedirs(OUT, exist_ok=True)
     json.dump({"date": started, "throughput": tp}, open(os.path.join(OUT, "relay-throughput.json"), "w"), indent=2)  # kept if idle fails
+    lat = setup_latency() if LATENCY else {}
+    json.dump({"date": started, "throughput": tp, "setup": lat}, open(os.path.join(OUT, "relay-throughput.json"), "w"), indent=2)
     idl = idle()
     load_after = open("/proc/loadavg").read().split()[:3]
     report = {"date": started, "cores": os.cpu_count(), "kernel": platform.release(), "rounds": ROUNDS, "bytes": SIZE,
-              "loadavg_before": load_before, "loadavg_after": load_after, "throughput": tp, "idle": idl}
-    lines = ["%s, %d cores, Linux %s; %d interleaved rounds of %d MiB; load average %s before, %s after" %
-             (started, os.cpu_count(), platform.release(), ROUNDS, SIZE >> 20, " ".join(load_before), " ".join(load_after)), "",
+              "loadavg_before": load_before, "loadavg_after": load_after, "latency_tunnels": LATENCY, "throughput": tp, "setup": lat, "idle": idl}
+    lines = ["%s, %d cores, Linux %s, %s; %d interleaved rounds of %d MiB; load average %s before, %s after" %
+             (started, os.cpu_count(), platform.release(), versions(), ROUNDS, SIZE >> 20, " ".join(load_before), " ".join(load_after)), "",
              "| path | TLS 1.2 MB/s | TLS 1.2 CPU s/GiB | TLS 1.3 MB/s | TLS 1.3 CPU s/GiB |", "|---|---|---|---|---|"]
-    for path in tp.get("1.2", {}):
+    for path in tp.get("1.2", {}):  # the single-tunnel rows
         row = [path]
         for tls in ("1.2", "1.3"):
             r = tp[tls][path]
             row += [str(r["median_mb_s"]) + (" (%d failed)" % r["failures"] if r.get("failures") else ""), "–" if r["cpu_s_per_gib"] is None else str(r["cpu_s_per_gib"])]
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", "| idle tunnels | proxy | got 200 | VmHWM while open (MiB) | VmHWM through teardown (MiB) |", "|---|---|---|---|---|"]
+    if tp.get("parallel"):
+        lines += ["", "| %d tunnels at once, TLS 1.3, %d MiB in all | aggregate MB/s (median) |" % (PARALLEL, SIZE >> 20), "|---|---|"]
+        for path, r in tp["parallel"].items():
+            lines.append("| %s | %s%s |" % (path, r["median_mb_s"], " (%d failed)" % r["failures"] if r["failures"] else ""))
+    if lat:
+        lines += ["", "| setup, %d sequential tunnels each (TLS 1.3, s_server) | tunnels | CONNECT → 200 p50 ms | p99 ms | → first byte p50 ms | p99 ms |" % LATENCY,
+                  "|---|---|---|---|---|---|"]
+        fmt = lambda v: "–" if v is None else "%.2f" % v
+        for name, r in lat.items():
+            failed = " (%d failed: %s)" % (r["failures"], r["last_failure"]) if r["failures"] else ""
+            lines.append("| %s | %d%s | %s | %s | %s | %s |" % (name, r["tunnels"], failed, fmt(r["connect_ms_p50"]), fmt(r["connect_ms_p99"]),
+                                                          fmt(r["first_byte_ms_p50"]), fmt(r["first_byte_ms_p99"])))
+    lines += ["", "| idle tunnels | proxy | got 200 | RSS held (MiB) | VmHWM while open (MiB) | VmHWM through teardown (MiB) | RSS after (MiB) |",
+              "|---|---|---|---|---|---|---|"]
     for count, by in idl.items():
         for name, r in by.items():
-            lines.append("| %s | %s | %d | %s | %s |" % (count, name, r["ok"], r["vmhwm_open_mib"], r["vmhwm_after_teardown_mib"]))
+            lines.append("| %s | %s | %d | %s | %s | %s | %s |" % (count, name, r["ok"], r["rss_held_mib"], r["vmhwm_open_mib"],
+                                                             r["vmhwm_after_teardown_mib"], r["rss_after_teardown_mib"]))
     table = "\n".join(lines)
     os.makedirs(OUT, exist_ok=True)
     json.dump(report, open(os.path.join(OUT, "relay.json"), "w"), indent=2)

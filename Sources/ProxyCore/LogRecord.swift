@@ -42,27 +42,18 @@ public struct LogRecord: Sendable {
 
     /// logfmt: `ts=… level=… event=… key=value …`. Arrays are flattened to `key.N.field=value`.
     /// Values are quoted when they contain spaces, quotes, `=` or anything not plain printable ASCII,
-    /// and escaped, because hosts and SNIs arrive from the network.
+    /// and escaped, because hosts and SNIs arrive from the network. (`LineEncoder` writes it.)
     public func text(at time: Date) -> String {
-        var parts = ["ts=\(timestamp(time))", "level=\(levelName)", "event=\(event)"]
-        for (key, value) in fields {
-            switch value {
-            case .objects(let list):
-                for (index, object) in list.enumerated() {
-                    for (field, inner) in object { parts.append("\(key).\(index).\(field)=\(logfmt(inner))") }
-                }
-            default:
-                parts.append("\(key)=\(logfmt(value))")
-            }
-        }
-        return parts.joined(separator: " ")
+        var encoder = LineEncoder()
+        encoder.text(self, at: time)
+        return String(decoding: encoder.bytes, as: UTF8.self)
     }
 
     /// One JSON object with the same keys (arrays as arrays of objects).
     public func json(at time: Date) -> String {
-        var parts = ["\"ts\":\(jsonString(timestamp(time)))", "\"level\":\(jsonString(levelName))", "\"event\":\(jsonString(event))"]
-        for (key, value) in fields { parts.append("\(jsonString(key)):\(value.json)") }
-        return "{" + parts.joined(separator: ",") + "}"
+        var encoder = LineEncoder()
+        encoder.json(self, at: time)
+        return String(decoding: encoder.bytes, as: UTF8.self)
     }
 
     var levelName: String {
@@ -74,17 +65,6 @@ public struct LogRecord: Sendable {
         case .warning: return "warning"
         case .error: return "error"
         case .critical: return "critical"
-        }
-    }
-
-    private func logfmt(_ value: LogValue) -> String {
-        switch value {
-        case .int(let i): return String(i)
-        case .bool(let b): return b ? "true" : "false"
-        case .objects: return "[]"
-        case .string(let s):
-            let plain = !s.isEmpty && s.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value < 0x7f && $0 != "\"" && $0 != "=" && $0 != "\\" }
-            return plain ? s : jsonString(s)
         }
     }
 }
@@ -195,16 +175,60 @@ enum LogKeys {
     static let last = ["expected", "chain"]
     static let objectOrder = ["position", "spki", "cert", "subject", "issuer", "not_after", "anchor", "pin", "at", "label"]
 
+    /// Each key's place: `order`'s keys first, unlisted keys next (`order.count`), then `last`'s.
+    /// Looked up in a table built once: a line has ~30 keys and every comparison of a sort asks twice.
+    private static let ranks = Dictionary(uniqueKeysWithValues: order.enumerated().map { ($1, $0) } + last.enumerated().map { ($1, order.count + 1 + $0) })
+    private static let objectRanks = Dictionary(uniqueKeysWithValues: objectOrder.enumerated().map { ($1, $0) })
+
     static func sorted<V>(_ pairs: [(String, V)], by order: [String], last: [String] = []) -> [(String, V)] {
-        func rank(_ key: String) -> Int {
-            if let index = order.firstIndex(of: key) { return index }
-            if let index = last.firstIndex(of: key) { return order.count + 1 + index }
-            return order.count  // unlisted: between the listed keys and the last ones
+        let table: [String: Int]
+        if order == Self.order && last == Self.last { table = ranks }
+        else if order == objectOrder && last.isEmpty { table = objectRanks }
+        else { table = Dictionary(uniqueKeysWithValues: order.enumerated().map { ($1, $0) } + last.enumerated().map { ($1, order.count + 1 + $0) }) }
+        return sorted(pairs, ranks: table, unlisted: order.count)
+    }
+
+    /// `pairs` by rank, then by key among equal ranks (the unlisted ones), ranks computed once per
+    /// key; of pairs with the same key only the last one set is kept, as a dictionary would.
+    private static func sorted<V>(_ pairs: [(String, V)], ranks: [String: Int], unlisted: Int) -> [(String, V)] {
+        // Indices are sorted, not the pairs: moving values (strings, the chain) costs retains.
+        let rank = pairs.map { ranks[$0.0] ?? unlisted }
+        func before(_ a: Int, _ b: Int) -> Bool {
+            if rank[a] != rank[b] { return rank[a] < rank[b] }
+            if pairs[a].0 != pairs[b].0 { return pairs[a].0 < pairs[b].0 }
+            return a < b
         }
-        return pairs.sorted { a, b in
-            let ra = rank(a.0), rb = rank(b.0)
-            return ra != rb ? ra < rb : a.0 < b.0
+        // SessionLog builds many lines in order already, without a key twice: nothing to do.
+        if pairs.indices.dropLast().allSatisfy({ before($0, $0 + 1) && pairs[$0].0 != pairs[$0 + 1].0 }) { return pairs }
+        let order = pairs.indices.sorted(by: before)
+        var out: [(String, V)] = []
+        out.reserveCapacity(order.count)
+        for (n, index) in order.enumerated() where n + 1 == order.count || pairs[order[n + 1]].0 != pairs[index].0 {
+            out.append(pairs[index])
         }
+        return out
+    }
+
+    /// The fields as swift-log's metadata round trip leaves them: one value per key (the last one
+    /// set, as a dictionary keeps it), in the canonical order, objects' keys in `objectOrder`.
+    static func canonical(_ fields: [(String, LogValue)]) -> [(String, LogValue)] {
+        var fields = fields
+        for n in fields.indices {
+            guard case .objects(let list) = fields[n].1 else { continue }
+            fields[n].1 = .objects(list.map { canonicalObject($0) })
+        }
+        return sorted(fields, ranks: ranks, unlisted: order.count)
+    }
+
+    /// One object of an array as its dictionary round trip leaves it: nested objects become arrays of
+    /// objects as `LogValue(metadata:)` reads them back.
+    private static func canonicalObject(_ object: [(String, LogValue)]) -> [(String, LogValue)] {
+        var object = object
+        for n in object.indices {
+            guard case .objects = object[n].1 else { continue }
+            object[n].1 = LogValue(metadata: object[n].1.metadataValue)
+        }
+        return sorted(object, ranks: objectRanks, unlisted: objectOrder.count)
     }
 }
 
@@ -274,8 +298,16 @@ public struct LineLogHandler: LogHandler {
 }
 
 extension Logger {
-    /// Writes one record through swift-log.
+    /// Writes one record through swift-log. With pinproxy's own handler (and no metadata attached
+    /// to the logger), the record goes to the sink directly, in the order swift-log's round trip
+    /// would give it (`LogKeys.canonical`): the same bytes without turning every field and chain
+    /// entry into a dictionary and back, which was most of what a tunnel's lines cost.
     func emit(_ record: LogRecord) {
+        guard record.level >= logLevel else { return }
+        if let handler = handler as? LineLogHandler, handler.metadata.isEmpty {
+            handler.sink.emit(LogRecord(record.level, record.event, LogKeys.canonical(record.fields)))
+            return
+        }
         log(level: record.level, Logger.Message(stringLiteral: record.event), metadata: record.metadata)
     }
 }

@@ -39,6 +39,10 @@ final class LogWriter: Sendable {
         var appended = 0
         var handled = 0
         var flushWaiters = 0
+        /// Whether the writer has found the queue empty and is about to wait (or waits) for `wake`:
+        /// only then does an enqueue signal it. A writer still busy takes the new line with its next
+        /// batch, so a burst of lines costs one wake-up, not one context switch per line.
+        var writerIdle = true
 
         /// Puts the lines dropped since the last entry in their place as a gap.
         mutating func closeGap() {
@@ -85,7 +89,7 @@ final class LogWriter: Sendable {
     /// Queues one rendered line (ending in a newline), or drops and counts it when it does not fit.
     /// Never blocks beyond a short mutex hold; safe from any thread.
     func enqueue(_ line: [UInt8]) {
-        state.withLock { s in
+        let idle = state.withLock { s in
             if s.queuedBytes + line.count > capacity {
                 s.droppedSinceLastEntry += 1
                 s.droppedTotal += 1
@@ -93,10 +97,12 @@ final class LogWriter: Sendable {
                 s.queuedBytes += line.count
                 s.append(.line(line))
             }
+            defer { s.writerIdle = false }
+            return s.writerIdle
         }
         // Also after a drop: if the writer is idle (a single line larger than the whole queue) it
         // reports the drop now rather than with the next line.
-        wake.signal()
+        if idle { wake.signal() }
     }
 
     /// Waits until every line queued before this call has been written or dropped (and any drops
@@ -170,7 +176,10 @@ final class LogWriter: Sendable {
     private func takeBatch() -> [Entry]? {
         state.withLock { s in
             s.closeGap()
-            guard !s.entries.isEmpty else { return nil }
+            guard !s.entries.isEmpty else {
+                s.writerIdle = true
+                return nil
+            }
             defer { s.entries = [] }
             return s.entries
         }
@@ -243,7 +252,10 @@ enum LogDestination: Sendable {
 extension LogRecord {
     /// The record as one line of bytes in the chosen format, newline included.
     func line(_ format: LogFormatChoice, at time: Date) -> [UInt8] {
-        Array(((format == .json ? json(at: time) : text(at: time)) + "\n").utf8)
+        var encoder = LineEncoder()
+        if format == .json { encoder.json(self, at: time) } else { encoder.text(self, at: time) }
+        encoder.newline()
+        return encoder.bytes
     }
 }
 

@@ -510,12 +510,12 @@ public final class Proxy {
 
     func logDecision(_ record: DecisionRecord) {
         counters.count(decision: record.verdict)
-        logger.emit(SessionLog.decision(record))
+        logger.emitDecision(record)
     }
 
     func log(_ end: SessionEnd) {
         counters.count(end)
-        logger.emit(SessionLog.end(end))
+        logger.emitEnd(end)
     }
 }
 

@@ -330,8 +330,24 @@ final class Relay {
                 // It hung up in the middle of a flight the check still holds: that never passes.
                 return end(.refused(StreamRefusal(reason: .malformedTLS, detail: "the \(side.rawValue) closed before its first flight was complete")))
             }
+            releaseEmptyInput(of: side)
             take(book.sentEOF(side, queuedAtOther: evbuffer_get_length(self[side.other].bev.output)))
         }
+    }
+
+    /// The read that met EOF left an empty chain in the side's input (libevent 2.1 reads up to 4 KiB
+    /// into a chain of 8 KiB allocated before it knows the read returns 0), and the tunnel may wait
+    /// long, half-closed, for its other side: 9,000 idle tunnels whose clients hung up at once held
+    /// 36 MiB of these. Nothing reads this side again (libevent stopped reading at EOF), so the chain
+    /// goes now. libevent frees chains only when a drain empties a buffer that is not empty, and keeps
+    /// the input's end frozen between its own reads: one byte is added and drained under a thaw.
+    private func releaseEmptyInput(of side: TunnelSide) {
+        let input = self[side].bev.input
+        guard evbuffer_get_length(input) == 0 else { return }
+        var byte: UInt8 = 0
+        evbuffer_unfreeze(input, 0)
+        if evbuffer_add(input, &byte, 1) == 0 { evbuffer_drain(input, 1) }
+        evbuffer_freeze(input, 0)
     }
 
     /// A timer that rearms itself until nothing moved for `idle_timeout`.

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import PinPolicy
 
 /// The log lines of a session, built from what it decided. Every refusal line carries what an
@@ -17,20 +18,35 @@ enum SessionEnd {
 }
 
 enum SessionLog {
+    /// The decision line's level, known before the line is built: a bypass is a warning.
+    static func level(of verdict: Verdict?) -> Logger.Level {
+        if case .bypassed? = verdict { return .warning }
+        return .info
+    }
+
+    /// The end line's level, known before the line is built.
+    static func level(of end: SessionEnd) -> Logger.Level {
+        switch end {
+        case .rejected, .refused, .streamRefused: return .warning
+        case .closed(.policyReload, _): return .warning
+        case .closed: return .info
+        }
+    }
+
     /// The decision line, written when a tunnel opens: `tunnel_allowed`, `tunnel_bypassed`,
     /// `tunnel_unpinned`.
     static func decision(_ s: DecisionRecord) -> LogRecord {
         var r: LogRecord
         switch s.verdict {
         case .allowed(let match):
-            r = LogRecord(.info, "tunnel_allowed", identity(s) + ruleFields(s) + [("verdict", .string("allowed"))])
+            r = LogRecord(level(of: s.verdict), "tunnel_allowed", identity(s) + ruleFields(s) + [("verdict", .string("allowed"))])
             r["pin"] = .string(match.entry.pin.description)
             if let label = match.entry.label { r["pin_label"] = .string(label) }
             r["pin_at"] = .string(match.entry.position.rawValue)
             r["pin_position"] = .int(match.position)
             r.fields += chainFields(s)
         case .bypassed(let reason, let basis):
-            r = LogRecord(.warning, "tunnel_bypassed", identity(s) + ruleFields(s) + [
+            r = LogRecord(level(of: s.verdict), "tunnel_bypassed", identity(s) + ruleFields(s) + [
                 ("verdict", .string("bypassed")), ("would_refuse", .bool(true)), ("reason", .string(reason.rawValue)),
                 ("bypass", .string(basis.code)),
             ])
@@ -39,7 +55,7 @@ enum SessionLog {
             r.fields += chainFields(s) + expectedFields(s)
             r["hint"] = .string(hint(.policy(reason), s))
         case .unpinned(let basis):
-            r = LogRecord(.info, "tunnel_unpinned", identity(s) + [("verdict", .string("unpinned")), ("reason", .string(basis.rawValue))])
+            r = LogRecord(level(of: s.verdict), "tunnel_unpinned", identity(s) + [("verdict", .string("unpinned")), ("reason", .string(basis.rawValue))])
             if let rule = s.rule { r.fields += [("rule", .string(rule.name)), ("rule_line", .int(rule.line))] }
         case .refused, nil:
             preconditionFailure("a decision line for a session without an open tunnel")
@@ -69,7 +85,7 @@ enum SessionLog {
             return r
         case .closed(let reason, let closed):
             let s = closed.record
-            var r = LogRecord(.info, "tunnel_closed", identity(s))
+            var r = LogRecord(level(of: end), "tunnel_closed", identity(s))
             r["verdict"] = .string(closed.openedTunnel ? verdictName(s.verdict) : "none")
             r.fields += [
                 ("bytes_up", .int(closed.bytesUp)), ("bytes_down", .int(closed.bytesDown)),
@@ -80,7 +96,6 @@ enum SessionLog {
             tunnelVersion(closed, into: &r)
             r["close_reason"] = .string(closed.openedTunnel ? reason.code : "\(reason.code)_before_decision")
             if case .policyReload(let refusal, let detail) = reason {
-                r.level = .warning
                 r["reason"] = .string(refusal)
                 r["detail"] = .string(detail)
             }
@@ -270,6 +285,21 @@ enum SessionLog {
         case .network(.plainHTTPToPinnedHost), .network(.plainHTTPRefused), .network(.plainPortNotAllowed), .network(.badUpstreamResponse):
             return PlainLog.hint(for: Refusal(code, detail: ""))
         }
+    }
+}
+
+extension Logger {
+    /// A session's decision line, built only when its level is written (at `warning` the lines of
+    /// allowed and unpinned tunnels cost nothing).
+    func emitDecision(_ record: DecisionRecord) {
+        guard SessionLog.level(of: record.verdict) >= logLevel else { return }
+        emit(SessionLog.decision(record))
+    }
+
+    /// A session's end line, built only when its level is written.
+    func emitEnd(_ end: SessionEnd) {
+        guard SessionLog.level(of: end) >= logLevel else { return }
+        emit(SessionLog.end(end))
     }
 }
 
