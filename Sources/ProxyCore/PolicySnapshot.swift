@@ -52,9 +52,17 @@ public final class PolicySnapshot: Sendable {
         case .caFile(let path): store = caFiles[path]
         case .pinsOnly: store = nil
         }
-        return ChainValidator.validate(presented: presented, target: target, store: store,
-                                       pinsOnlyAnchors: trust == .pinsOnly ? pins.map(\.pin) : nil)
+        let anchors = trust == .pinsOnly ? pins.map(\.pin) : nil
+        let ttl = policy.proxy.verifyCacheTTL
+        let key = ttl > 0 ? ValidationMemo.Key(chain: presented.map(\.der), target: target, trust: trust, anchors: anchors) : nil
+        if let key, let remembered = memo.lookup(key, now: .now, date: Date()) { return remembered }
+        let validation = ChainValidator.validate(presented: presented, target: target, store: store, pinsOnlyAnchors: anchors)
+        if let key { memo.store(validation, for: key, ttl: ttl, now: .now) }
+        return validation
     }
+
+    /// Validations of byte-identical chains, for `verify_cache_ttl` (none when it is 0).
+    let memo = ValidationMemo()
 }
 
 /// Concurrent CONNECTs to the same target and addresses share one probe in flight, and a CONNECT
