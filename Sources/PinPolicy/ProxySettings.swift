@@ -99,6 +99,8 @@ public struct ProxySettings: Hashable, Sendable {
     /// nil: connect to upstreams directly.
     public var upstreamProxy: UpstreamProxy?
     public var relay: RelayMethod = .copy
+    /// `workers`: how many worker loops (threads) carry the sessions; nil means one per online core.
+    public var workers: Int?
 
     public init() {}
 }
