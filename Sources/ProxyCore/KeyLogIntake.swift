@@ -82,8 +82,10 @@ final class KeyLogIntake: @unchecked Sendable {
     }
 
     private func notified() {
-        file.drainNotifications()
-        readNow()
+        lock.withLock {
+            file.drainNotifications()
+            readNow()
+        }
     }
 
     /// On a clean stop: nothing stays in the file.
