@@ -172,11 +172,13 @@ import TestSupport
     /// A worker count out of range or not a whole number is a load error with its line and column.
     @Test(arguments: [("0", "'0'"), ("65", "'65'"), ("two", "'two'"), ("1.5", "'1.5'")])
     func aWorkerCountOutOfRangeIsALoadError(value: String, quoted: String) throws {
-        let path = try temporaryFile(policy(ports: [443], proxy: "workers: \(value)"))
+        let yaml = policy(ports: [443], proxy: "workers: \(value)")
+        let line = try #require(yaml.split(separator: "\n", omittingEmptySubsequences: false).firstIndex { $0.hasPrefix("  workers: ") }) + 1
+        let path = try temporaryFile(yaml)
         let r = try run(Paths.pinproxy, ["check", "--config", path], timeout: 20)
-        #expect(r.status != 0)
+        #expect(r.status == 1)
         let text = r.stdout + r.stderr
-        #expect(text.contains("proxy.workers must be a whole number from 1 to 64, not \(quoted)"), "\(text)")
+        #expect(text.contains("\(path):\(line):12: error: proxy.workers must be a whole number from 1 to 64, not \(quoted)"), "\(text)")
     }
 
     /// A changed worker count is read but needs a restart: said so, and the running count stays.
