@@ -46,9 +46,11 @@ final class Worker: @unchecked Sendable {
     /// Sessions freed since memory was last handed back to the system.
     private var freedSinceTrim = 0
     private var trimTimer: Timer?
-    private var thread: Thread?
-    /// Signalled as the thread's last act: after it, nothing of this worker runs on its thread.
+    /// Signalled as the thread's body ends (its loop is over); `join` then waits for the thread itself.
     private let exited = DispatchSemaphore(value: 0)
+    /// A plain pthread rather than Foundation's `Thread`, so the supervisor can join it: the exit
+    /// must wait until each thread's own teardown (OpenSSL's per-thread state) has run.
+    private var thread: pthread_t?
 
     init(index: Int, snapshot: PolicySnapshot, shared: Shared) {
         self.index = index
@@ -63,7 +65,7 @@ final class Worker: @unchecked Sendable {
 
     /// Starts the thread; `finished` runs on it once the loop has ended (drained or stopped).
     func start(finished: @escaping @Sendable (Worker) -> Void) {
-        let thread = Thread { [self] in
+        let body = Unmanaged.passRetained(Body { [self] in
             trimAfterBursts()
             loop.run()
             drainTimer = nil
@@ -72,15 +74,35 @@ final class Worker: @unchecked Sendable {
             mailbox.shut()
             finished(self)
             exited.signal()
-        }
-        thread.name = "pinproxy-worker-\(index)"
-        thread.stackSize = 8 << 20
-        self.thread = thread
-        thread.start()
+        })
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        pthread_attr_setstacksize(&attributes, 8 << 20)
+        var id = pthread_t()
+        let created = pthread_create(&id, &attributes, { context in
+            let body = Unmanaged<Body>.fromOpaque(context!).takeRetainedValue()
+            body.run()
+            return nil
+        }, body.toOpaque())
+        precondition(created == 0, "pthread_create failed: \(errnoText(created))")
+        thread = id
     }
 
-    /// Waits (bounded) until the thread has ended; true when it did.
-    func join(timeout: Double) -> Bool { exited.wait(timeout: .now() + timeout) == .success }
+    /// Waits (bounded) until the worker's loop has ended, then joins its thread; false (and no
+    /// join) when the loop did not end in time.
+    func join(timeout: Double) -> Bool {
+        guard exited.wait(timeout: .now() + timeout) == .success else { return false }
+        if let thread { pthread_join(thread, nil) }
+        thread = nil
+        return true
+    }
+
+    /// What the thread runs (boxed to cross pthread_create's C pointer).
+    private final class Body {
+        let run: () -> Void
+        init(_ run: @escaping () -> Void) { self.run = run }
+    }
 
     var logger: Logger { shared.logger }
     var debugBypassEnabled: Bool { shared.debugBypassEnabled }
