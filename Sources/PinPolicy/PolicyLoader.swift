@@ -340,7 +340,7 @@ final class PolicyReader {
                             "connect_total_timeout", "probe_timeout", "idle_timeout", "verify_cache_ttl",
                             "drain_timeout", "log_format", "stats_interval", "keylog",
                             "upstream_proxy", "upstream_proxy_credentials_file", "relay", "metrics_listen", "plain_http",
-                            "allowed_plain_ports"]
+                            "allowed_plain_ports", "workers"]
 
     func readProxy(_ node: Node) -> ProxySettings {
         var settings = ProxySettings()
@@ -366,6 +366,7 @@ final class PolicyReader {
         if let n = f["deny_destinations"], let set = addressSet(n, "proxy.deny_destinations") { settings.denyDestinations = set }
         if let n = f["dns"] { settings.dns = readDNS(n) }
         if let n = f["max_tunnels"], let v = integer(n, "proxy.max_tunnels", in: 1...1_000_000) { settings.maxTunnels = v }
+        if let n = f["workers"], let v = integer(n, "proxy.workers", in: 1...64) { settings.workers = v }
         if let n = f["max_request_bytes"], let v = integer(n, "proxy.max_request_bytes", in: 256...1_048_576) { settings.maxRequestBytes = v }
         let durations: [(String, WritableKeyPath<ProxySettings, Double>)] = [
             ("header_timeout", \.headerTimeout), ("dns_timeout", \.dnsTimeout), ("connect_timeout", \.connectTimeout),

@@ -105,6 +105,8 @@ public struct ProxySettings: Hashable, Sendable {
     public var plainHTTP: PlainHTTPMode = .forward
     /// `allowed_plain_ports`: the ports a plain-HTTP request may name.
     public var allowedPlainPorts: [UInt16] = [80]
+    /// `workers`: how many worker loops (threads) carry the sessions; nil means one per online core.
+    public var workers: Int?
 
     public init() {}
 }

@@ -68,7 +68,7 @@ final class PlainForwarder {
         case over
     }
 
-    private let proxy: Proxy
+    private let worker: Worker
     private let conn: Int
     private let clientAddress: SocketAddress
     private let client: BufferEvent
@@ -76,17 +76,17 @@ final class PlainForwarder {
     private var stage = Stage.awaitingHead
     private var server: Server?
 
-    init(proxy: Proxy, conn: Int, client clientAddress: SocketAddress, side: BufferEvent, onEnd: @escaping (End) -> Void) {
-        self.proxy = proxy
+    init(worker: Worker, conn: Int, client clientAddress: SocketAddress, side: BufferEvent, onEnd: @escaping (End) -> Void) {
+        self.worker = worker
         self.conn = conn
         self.clientAddress = clientAddress
         self.client = side
         self.onEnd = onEnd
-        let idle = proxy.snapshot.policy.proxy.idleTimeout
+        let idle = worker.snapshot.policy.proxy.idleTimeout
         var timeout = timeval(tv_sec: Int(idle), tv_usec: Int((idle - idle.rounded(.down)) * 1_000_000))
         bufferevent_set_timeouts(side.ref, &timeout, &timeout)
         // Enough for the largest head `max_request_bytes` allows; a body waits in at most this much.
-        side.setWatermark(EV_READ, low: 0, high: max(64 * 1024, proxy.snapshot.policy.proxy.maxRequestBytes + 1024))
+        side.setWatermark(EV_READ, low: 0, high: max(64 * 1024, worker.snapshot.policy.proxy.maxRequestBytes + 1024))
         side.setWatermark(EV_WRITE, low: Self.highWater / 4, high: 0)
         Self.widen(side)
         side.route(to: self, read: plainClientReadCB, write: plainClientWriteCB, event: plainClientEventCB)
@@ -124,7 +124,7 @@ final class PlainForwarder {
 
     /// A request head arrived: admit it, then reach its server (or reuse the kept connection).
     func handle(_ request: PlainRequest) {
-        let policy = proxy.snapshot.policy
+        let policy = worker.snapshot.policy
         if let refusal = PlainAdmission.judge(request.authority, client: clientAddress.ip, policy: policy) {
             return refuse(refusal, request)
         }
@@ -147,11 +147,11 @@ final class PlainForwarder {
         case .name(let name):
             if let mapped = policy.resolve[name] { return addressesKnown(request, mapped) }
             let settings = policy.proxy
-            let deadline = Timer(loop: proxy.loop, after: settings.dnsTimeout) { [unowned self] in
+            let deadline = Timer(loop: worker.loop, after: settings.dnsTimeout) { [unowned self] in
                 withExtendedLifetime(self) { refuse(.dnsTimeout, request) }
             }
             // The answer may come inside `resolve` (a cached or failed lookup), before the stage is set.
-            let lookup = proxy.resolver.resolve(name) { [unowned self] result in
+            let lookup = worker.resolver.resolve(name) { [unowned self] result in
                 withExtendedLifetime(self) {
                     if case .over = stage { return }
                     switch result {
@@ -166,24 +166,24 @@ final class PlainForwarder {
     }
 
     private func addressesKnown(_ request: PlainRequest, _ all: [IPAddress]) {
-        let deny = proxy.snapshot.policy.proxy.denyDestinations
+        let deny = worker.snapshot.policy.proxy.denyDestinations
         let allowed = all.filter { !deny.containsAnyForm(of: $0) }
         let port = request.authority.port
         guard !allowed.isEmpty else {
             let names = all.map { "\($0) (\(deny.entry(containingAnyFormOf: $0)?.name ?? "?"))" }.joined(separator: ", ")
             return refuse(.policy(.destinationProhibited, detail: "\(request.authority.target) resolved only to denied destinations: \(names)"), request)
         }
-        if let loop = allowed.first(where: { proxy.isOwnAddress(SocketAddress(ip: $0, port: port)) }) {
+        if let loop = allowed.first(where: { worker.isOwnAddress(SocketAddress(ip: $0, port: port)) }) {
             return refuse(.loop("\(request.authority) is pinproxy's own listening address \(SocketAddress(ip: loop, port: port))"), request)
         }
         connect(request, to: allowed.map { SocketAddress(ip: $0, port: port) })
     }
 
     private func connect(_ request: PlainRequest, to addresses: [SocketAddress]) {
-        let settings = proxy.snapshot.policy.proxy
+        let settings = worker.snapshot.policy.proxy
         let total = addresses.count == 1 ? settings.connectTimeout : settings.connectTotalTimeout
         stage = .awaitingHead
-        let connector = Connector(loop: proxy.loop, addresses: addresses, perAddress: settings.connectTimeout, total: total) { [unowned self] outcome in
+        let connector = Connector(loop: worker.loop, addresses: addresses, perAddress: settings.connectTimeout, total: total) { [unowned self] outcome in
             withExtendedLifetime(self) { connected(request, outcome) }
         }
         if case .awaitingHead = stage { stage = .connecting(request, connector) }
@@ -194,16 +194,16 @@ final class PlainForwarder {
         case .failed(let refusal):
             refuse(refusal, request)
         case .connected(let fd, let address):
-            guard let side = BufferEvent(loop: proxy.loop, socket: fd) else { return refuse(.internalError("bufferevent_socket_new failed"), request) }
+            guard let side = BufferEvent(loop: worker.loop, socket: fd) else { return refuse(.internalError("bufferevent_socket_new failed"), request) }
             setNoDelay(fd)
-            let server = Server(side: side, authority: request.authority, address: address, parent: proxy.snapshot.policy.proxy.upstreamProxy)
+            let server = Server(side: side, authority: request.authority, address: address, parent: worker.snapshot.policy.proxy.upstreamProxy)
             self.server = server
             begin(request, on: server, reused: false)
         }
     }
 
     private func begin(_ request: PlainRequest, on server: Server, reused: Bool) {
-        let settings = proxy.snapshot.policy.proxy
+        let settings = worker.snapshot.policy.proxy
         let head = request.upstreamHead(viaParent: settings.upstreamProxy).bytes
         evbuffer_add(server.side.output, head, head.count)
         let idle = settings.idleTimeout
@@ -271,7 +271,7 @@ final class PlainForwarder {
                 continue
             }
             // A shutdown under way: this is the connection's last exchange.
-            if body == .untilClose || proxy.stopping { exchange.closeClient = true }
+            if body == .untilClose || worker.stopping { exchange.closeClient = true }
             if serverCloses || body == .untilClose { exchange.serverReusable = false }
             head.fields.append(("Connection", exchange.closeClient ? "close" : "keep-alive"))
             let out = HTTPHead(start: (exchange.request.head.start.2, head.start.1, head.start.2), fields: head.fields).bytes
@@ -330,7 +330,7 @@ final class PlainForwarder {
         }
         log(exchange, outcome: "complete")
         if !exchange.serverReusable { server = nil }
-        if exchange.closeClient || proxy.stopping { return close() }
+        if exchange.closeClient || worker.stopping { return close() }
         stage = .awaitingHead
         client.enable(EV_READ)
         onClientReadable()  // a pipelined request may already wait
@@ -343,8 +343,8 @@ final class PlainForwarder {
         if exchange.responseBody == nil, let refusal {
             log(exchange, outcome: outcome)
             stage = .over
-            proxy.logger.emit(rejectedLine(refusal, exchange.request))
-            proxy.counters.rejected += 1
+            worker.logger.emit(rejectedLine(refusal, exchange.request))
+            worker.tally.withLock { $0.counters.rejected += 1 }
             return onEnd(.refused(refusal))
         }
         log(exchange, outcome: outcome)
@@ -371,8 +371,8 @@ final class PlainForwarder {
         if case .resolving(_, let lookup, _) = stage { lookup.cancel() }
         stage = .over
         server = nil
-        proxy.logger.emit(rejectedLine(refusal, request))
-        proxy.counters.rejected += 1
+        worker.logger.emit(rejectedLine(refusal, request))
+        worker.tally.withLock { $0.counters.rejected += 1 }
         onEnd(.refused(refusal))
     }
 
@@ -387,7 +387,7 @@ final class PlainForwarder {
         let input = client.input
         let available = evbuffer_get_length(input)
         guard available > 0 else { return }
-        let limit = proxy.snapshot.policy.proxy.maxRequestBytes
+        let limit = worker.snapshot.policy.proxy.maxRequestBytes
         let window = min(available, limit + 4)
         guard let bytes = evbuffer_pullup(input, window) else { return }
         guard let headLength = ConnectRequest.headLength(in: UnsafeRawBufferPointer(start: bytes, count: window)) else {
@@ -404,7 +404,7 @@ final class PlainForwarder {
     func received(_ head: [UInt8]) {
         switch PlainRequest.parse(head: head) {
         case .success(let request):
-            if proxy.snapshot.policy.proxy.plainHTTP == .refuse { return refuse(PlainAdmission.refusedByMode, request) }
+            if worker.snapshot.policy.proxy.plainHTTP == .refuse { return refuse(PlainAdmission.refusedByMode, request) }
             client.disable(EV_READ)  // the body is read once the server is reached
             handle(request)
         case .failure(let problem):
@@ -415,8 +415,8 @@ final class PlainForwarder {
     private func rejectHead(_ refusal: Refusal) {
         stage = .over
         server = nil
-        proxy.logger.emit(PlainLog.rejected(refusal, conn: conn, client: clientAddress, request: nil))
-        proxy.counters.rejected += 1
+        worker.logger.emit(PlainLog.rejected(refusal, conn: conn, client: clientAddress, request: nil))
+        worker.tally.withLock { $0.counters.rejected += 1 }
         onEnd(.refused(refusal))
     }
 
@@ -469,7 +469,7 @@ final class PlainForwarder {
            ["GET", "HEAD", "OPTIONS", "PUT", "DELETE"].contains(exchange.request.method) {
             self.server = nil
             stage = .awaitingHead
-            return reach(exchange.request, policy: proxy.snapshot.policy)
+            return reach(exchange.request, policy: worker.snapshot.policy)
         }
         if eof, exchange.responseBody?.state == .untilClose {
             exchange.responseBody = BodyMeter(.none)
@@ -488,9 +488,9 @@ final class PlainForwarder {
     // MARK: logs
 
     private func log(_ exchange: Exchange, outcome: String) {
-        proxy.counters.bytesUp += exchange.bytesUp
-        proxy.counters.bytesDown += exchange.bytesDown
-        proxy.logger.emit(PlainLog.forwarded(conn: conn, client: clientAddress, request: exchange.request, address: exchange.address,
+        worker.tally.withLock { $0.counters.bytesUp += exchange.bytesUp }
+        worker.tally.withLock { $0.counters.bytesDown += exchange.bytesDown }
+        worker.logger.emit(PlainLog.forwarded(conn: conn, client: clientAddress, request: exchange.request, address: exchange.address,
                                              status: exchange.status, bytesUp: exchange.bytesUp, bytesDown: exchange.bytesDown,
                                              duration: ContinuousClock.now - exchange.startedAt, outcome: outcome))
     }

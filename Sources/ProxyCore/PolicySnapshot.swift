@@ -101,6 +101,8 @@ final class ProbeHub {
     private(set) var cacheHits = 0
     /// How long the probes that ended took.
     private(set) var latency = ProbeLatency()
+    /// Told when a probe has ended (its latency recorded): a worker copies the counters for `stats`.
+    var probeEnded: (() -> Void)?
 
     init(loop: EventLoop) { self.loop = loop }
 
@@ -145,6 +147,7 @@ final class ProbeHub {
     private func deliver(_ key: Key, _ result: ProbeResult) {
         guard let flight = flights.removeValue(forKey: key) else { return }
         latency.record(seconds: (ContinuousClock.now - flight.startedAt).seconds)
+        probeEnded?()
         for waiter in flight.waiters {
             let callback = waiter.callback
             waiter.callback = nil

@@ -18,6 +18,15 @@ struct ProbeLatency: Sendable, Equatable {
         count += 1
     }
 
+    /// Two histograms added up (one per worker, for the scrape).
+    static func + (a: Self, b: Self) -> Self {
+        var sum = a
+        for index in sum.buckets.indices { sum.buckets[index] += b.buckets[index] }
+        sum.sum += b.sum
+        sum.count += b.count
+        return sum
+    }
+
     /// Cumulative counts per upper bound, `+Inf` last (equal to `count`), as the format wants them.
     var cumulative: [(bound: String, count: Int)] {
         var running = 0

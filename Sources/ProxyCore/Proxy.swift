@@ -4,10 +4,12 @@ import Logging
 import PinPolicy
 import TLSInspection
 
-/// The proxy: listeners, live sessions, the current policy snapshot, counters, and the signals that
-/// stop or reload it. One loop, one thread; nothing here assumes it is the only worker (the policy
-/// is an immutable snapshot, counters are per proxy and merged in `stats`).
-public final class Proxy {
+/// The proxy's supervisor: the listeners, the current policy snapshot, the signals that stop or
+/// reload it, systemd, `stats`, the key-log intake, and the `Worker`s (`proxy.workers`) that carry
+/// the sessions. It runs on the caller's thread, one loop: it accepts, checks `allow_clients`, and
+/// hands each connection to the next worker in turn through the worker's mailbox. A reload
+/// publishes the new immutable snapshot to every worker; `stats` adds up the workers' counters.
+public final class Proxy: @unchecked Sendable {
     public struct Options {
         public var listen: [SocketAddress]?
         public var debugBypass = false
@@ -67,32 +69,33 @@ public final class Proxy {
     }
 
     let loop = EventLoop()
+    /// Where workers post back to the supervisor (a finished reload round, a finished worker).
+    private let mailbox: Mailbox
     private(set) var snapshot: PolicySnapshot
     let logger: Logger
     let debugBypassEnabled: Bool
     private let options: Options
-    private(set) lazy var resolver = Resolver(loop: loop, settings: snapshot.policy.proxy.dns)
-    private(set) lazy var probes = ProbeHub(loop: loop)
     private var listeners: [OpaquePointer] = []
     public private(set) var boundAddresses: [SocketAddress] = []
-    private var sessions: [Int: Session] = [:]
+    private var workers: [Worker] = []
+    /// Who gets the next connection (round robin).
+    private var nextWorker = 0
+    private var workersRunning = 0
     private var nextID = 1
-    private var tunnels = 0
+    /// `max_tunnels`, counted across every worker.
+    private let budget = TunnelBudget()
     private(set) var stopping = false
+    /// The supervisor's own counts: connections accepted, and those closed at accept (outside
+    /// allow_clients). The workers count the rest.
     var counters = Counters()
     private var signals: [SignalWatcher] = []
     private var statsTimer: Timer?
     /// `stats` lines only when a counter moved (and hourly): an idle proxy's log stays quiet.
     private var statsGate = StatsGate()
-    private var drainTimer: Timer?
-    private var expiryReported: [Int: Date] = [:]
     private var acceptPause: Timer?
     private var acceptFailureLog = LogThrottle(interval: .seconds(10))
     private let systemd = SystemdNotifier()
     private var watchdogTimer: Timer?
-    /// Sessions freed since memory was last handed back to the system.
-    private var freedSinceTrim = 0
-    private var trimTimer: Timer?
     /// Connections from outside allow_clients: one log line a second at most.
     private var outsiderLog = LogThrottle(interval: .seconds(1))
     /// Rotation warnings, at most once per host a day (the bypass banner once an hour).
@@ -101,12 +104,16 @@ public final class Proxy {
     /// `proxy.metrics_listen`'s server, when configured; made at start, kept across reloads.
     private var metrics: MetricsServer?
     private let startTime = Date()
+    /// Reloads whose workers have not all answered yet (a second SIGHUP may come before).
+    private var reloadRounds: [Int: ReloadRound] = [:]
+    private var nextRound = 1
 
     public init(snapshot: PolicySnapshot, logger: Logger, options: Options = Options()) throws {
         self.snapshot = snapshot
         self.logger = logger
         self.options = options
         self.debugBypassEnabled = options.debugBypass
+        mailbox = Mailbox(loop: loop)
         signal(SIGPIPE, SIG_IGN)
         let messages = logger
         libeventMessages.withLock { $0 = { messages.emit(LogRecord(.warning, "libevent", [("detail", .string($0))])) } }
@@ -124,10 +131,17 @@ public final class Proxy {
         } else {
             for address in options.listen ?? snapshot.policy.proxy.listen { try listen(on: address) }
         }
+        let shared = Worker.Shared(logger: logger, debugBypassEnabled: debugBypassEnabled, boundAddresses: boundAddresses,
+                                   budget: budget, resumptions: resumptions, expiries: RuleExpiryBook(), rotation: rotation, keyLogIntake: keyLog)
+        workerCount = WorkerCount.resolve(snapshot.policy.proxy.workers)
+        workers = (0..<workerCount).map { Worker(index: $0, snapshot: snapshot, shared: shared) }
         if let address = snapshot.policy.proxy.metricsListen {
             metrics = try MetricsServer(loop: loop, address: address) { [unowned self] in MetricsText.render(metricsSample()) }
         }
     }
+
+    /// How many workers this process runs (fixed at start: a change needs a restart).
+    public private(set) var workerCount = 1
 
     /// `proxy.keylog`'s intake, when configured: made at start, kept across reloads (a new path or
     /// mode needs a restart). The stream check asks it for a TLS 1.3 tunnel's server secrets.
@@ -206,15 +220,20 @@ public final class Proxy {
         rotationTimer = Timer(loop: loop, after: rotation.clock.tickInterval, repeating: true) { [unowned self] in
             if let banner = rotation.bypassBanner(snapshot.policy, enabled: debugBypassEnabled) { logger.emit(banner) }
         }
-        trimAfterBursts()
+        workersRunning = workers.count
+        for worker in workers {
+            worker.start { [unowned self] _ in mailbox.post { [unowned self] in workerFinished() } }
+        }
         systemd.notify("READY=1\nSTATUS=\(statusLine())")
         if let interval = systemd.watchdogInterval {
             watchdogTimer = Timer(loop: loop, after: interval, repeating: true) { [unowned self] in systemd.notify("WATCHDOG=1") }
         }
         loop.run()
+        for worker in workers where !worker.join(timeout: 5) {
+            logger.emit(LogRecord(.error, "worker_stuck", [("worker", .int(worker.index)), ("detail", .string("the worker's thread did not end within 5 s of its loop"))]))
+        }
         keyLog?.stop()
         watchdogTimer = nil
-        trimTimer = nil
         rotationTimer = nil
         metrics = nil
         closeListeners()
@@ -230,7 +249,7 @@ public final class Proxy {
     // MARK: accepting
 
     fileprivate func accept(fd: Int32, from client: SocketAddress?) {
-        guard let client else {
+        guard let client, !stopping else {
             close(fd)
             return
         }
@@ -250,8 +269,10 @@ public final class Proxy {
         }
         let id = nextID
         nextID += 1
-        guard let session = Session(proxy: self, id: id, fd: fd, client: client) else { return }
-        sessions[id] = session
+        // Round robin: the workers are alike, and a connection's cost is not known at accept.
+        let worker = workers[nextWorker]
+        nextWorker = (nextWorker + 1) % workers.count
+        if !worker.mailbox.post({ worker.adopt(fd: fd, client: client, id: id) }) { close(fd) }
     }
 
     /// EMFILE and friends: stop accepting for a moment instead of spinning (as httpd and NIO do).
@@ -267,39 +288,13 @@ public final class Proxy {
         }
     }
 
-    /// Whether another tunnel fits under `max_tunnels` now.
-    var tunnelAvailable: Bool { tunnels < snapshot.policy.proxy.maxTunnels }
-    func tunnelStarted() { tunnels += 1 }
-    func tunnelEnded() { tunnels -= 1 }
+    /// Tunnels open (or being set up) on every worker.
+    private var tunnels: Int { budget.count }
 
-    func remove(_ session: Session) {
-        sessions.removeValue(forKey: session.id)
-        freedSinceTrim += 1
-        if stopping && sessions.isEmpty { loop.stop() }
-    }
-
-    /// After a burst of tunnels ends, hand the freed heap back to the system: glibc keeps freed
-    /// memory below a live allocation, so without this a burst of stalled tunnels left the RSS at its
-    /// peak for good. Checked every few seconds, so a steady trickle of sessions costs nothing.
-    private func trimAfterBursts() {
-        trimTimer = Timer(loop: loop, after: 5, repeating: true) { [unowned self] in
-            guard freedSinceTrim >= 64 || (freedSinceTrim > 0 && sessions.isEmpty) else { return }
-            freedSinceTrim = 0
-            malloc_trim(0)
-        }
-    }
-
-    func sessionObjectMade() { counters.liveSessionObjects += 1 }
-    func sessionObjectFreed() { counters.liveSessionObjects -= 1 }
-
-    /// Whether a tunnel to `address` would reach one of our listeners. It sees through every IPv4
-    /// embedding (`IPAddress.embeddedIPv4`): a NAT64 or IPv4-compatible spelling of our address loops
-    /// back to us as surely as the mapped one, and a false positive only refuses.
-    func isOwnAddress(_ address: SocketAddress) -> Bool {
-        boundAddresses.contains { bound in
-            bound.port == address.port
-                && (bound.ip == address.ip.unmapped || bound.ip == address.ip.embeddedIPv4 || bound.ip.bytes.allSatisfy { $0 == 0 })
-        }
+    /// A worker's loop has ended (its sessions drained or closed); the last one ends the supervisor's.
+    private func workerFinished() {
+        workersRunning -= 1
+        if workersRunning == 0 { loop.stop() }
     }
 
     // MARK: stop, reload
@@ -308,19 +303,16 @@ public final class Proxy {
     public func stop(signal: String = "stop") {
         guard !stopping else { return }
         stopping = true
+        // Close the listening sockets now, not when the drain ends: a new client is refused at
+        // once instead of waiting in the backlog for a reset. Before the `stopping` line, so that
+        // whoever reads it knows new connections are refused.
+        closeListeners()
         systemd.notify("STOPPING=1\nSTATUS=stopping: draining \(tunnels) tunnels")
         logger.emit(LogRecord(.info, "stopping", [("signal", .string(signal)), ("tunnels", .int(tunnels)),
                                                    ("drain_timeout_s", .int(Int(snapshot.policy.proxy.drainTimeout)))]))
-        // Close the listening sockets now, not when the drain ends: a new client is refused at
-        // once instead of waiting in the backlog for a reset.
-        closeListeners()
-        for session in Array(sessions.values) where session.isReadingRequest { session.finish(.shutdown) }
-        if sessions.isEmpty { return loop.stop() }
-        drainTimer = Timer(loop: loop, after: snapshot.policy.proxy.drainTimeout) { [unowned self] in
-            for session in Array(sessions.values) { session.finish(.shutdown) }
-            for session in Array(sessions.values) { session.release() }  // those still writing a refusal
-            loop.stop()
-        }
+        // Each worker drains on its own loop; the last to finish ends ours (`workerFinished`).
+        for worker in workers { worker.mailbox.post { worker.beginStop() } }
+        if workersRunning == 0 { loop.stop() }  // stopped before `run` started any
     }
 
     private func closeListeners() {
@@ -349,21 +341,59 @@ public final class Proxy {
             if old.rules != new.rules || old.deny != new.deny || old.pinsets != new.pinsets || old.defaults != new.defaults {
                 resumptions.forgetAll()
             }
-            let open = Array(sessions.values)
-            let before = counters.closedByReload
-            for session in open { session.rejudge(under: fresh) }
+            // Every worker takes the snapshot and judges its open tunnels again; the one
+            // `policy_reloaded` line is written once all have answered, with their sums.
             var fields = policyFields(fresh.policy)
-            fields += [("changes", .string(diff.summary)), ("tunnels_checked", .int(open.count)),
-                       ("tunnels_closed", .int(counters.closedByReload - before))]
-            logger.emit(LogRecord(.info, "policy_reloaded", fields))
-            logLint(fresh.policy)
-            logRestartNeeded(from: previous, to: fresh.policy)
-            if let keyLog, let settings = fresh.policy.proxy.keylog { keyLog.wait = settings.wait }
+            fields.append(("changes", .string(diff.summary)))
             counters.reloadsSucceeded += 1
+            let round = nextRound
+            nextRound += 1
+            reloadRounds[round] = ReloadRound(pending: workers.count, fields: fields, policy: fresh.policy, previous: previous)
+            if workersRunning == 0 { return finishReload(round) }
+            for worker in workers {
+                let posted = worker.mailbox.post { [unowned self] in
+                    let (checked, closed) = worker.apply(fresh)
+                    mailbox.post { [unowned self] in workerReloaded(round, checked: checked, closed: closed) }
+                }
+                if !posted { workerReloaded(round, checked: 0, closed: 0) }
+            }
         } catch {
             counters.reloadsFailed += 1
             logger.emit(LogRecord(.error, "policy_reload_failed", [("detail", .string("\(error)")), ("hint", .string("the previous policy stays in force; fix the file and send SIGHUP again"))]))
         }
+    }
+
+    /// One reload while its workers answer.
+    private struct ReloadRound {
+        var pending: Int
+        var checked = 0
+        var closed = 0
+        let fields: [(String, LogValue)]
+        let policy: Policy
+        let previous: Policy
+
+        init(pending: Int, fields: [(String, LogValue)], policy: Policy, previous: Policy) {
+            self.pending = pending
+            self.fields = fields
+            self.policy = policy
+            self.previous = previous
+        }
+    }
+
+    private func workerReloaded(_ round: Int, checked: Int, closed: Int) {
+        guard var entry = reloadRounds[round] else { return }
+        entry.pending -= 1
+        entry.checked += checked
+        entry.closed += closed
+        reloadRounds[round] = entry
+        if entry.pending <= 0 { finishReload(round) }
+    }
+
+    private func finishReload(_ round: Int) {
+        guard let entry = reloadRounds.removeValue(forKey: round) else { return }
+        logger.emit(LogRecord(.info, "policy_reloaded", entry.fields + [("tunnels_checked", .int(entry.checked)), ("tunnels_closed", .int(entry.closed))]))
+        logLint(entry.policy)
+        logRestartNeeded(from: entry.previous, to: entry.policy)
     }
 
     /// What a reload read but cannot apply to the running process: the sockets, the resolver and the
@@ -377,6 +407,9 @@ public final class Proxy {
         if old.proxy.dns != new.proxy.dns { changed.append(("proxy.dns", "pinproxy keeps the resolver it started with")) }
         if old.proxy.metricsListen != new.proxy.metricsListen {
             changed.append(("proxy.metrics_listen", "pinproxy keeps serving metrics \(metrics.map { "on \($0.boundAddress)" } ?? "nowhere")"))
+        }
+        if old.proxy.workers != new.proxy.workers {
+            changed.append(("proxy.workers", "pinproxy keeps its \(workerCount) worker loops"))
         }
         let running = keyLog?.settings
         switch (running, new.proxy.keylog) {
@@ -408,7 +441,7 @@ public final class Proxy {
             ("rules", .int(policy.rules.count)), ("pinsets", .int(policy.pinsets.count)),
             ("unpinned", .string(policy.defaults.unpinned.rawValue)), ("trust", .string(policy.defaults.trust.description)),
             ("max_tunnels", .int(policy.proxy.maxTunnels)), ("debug_bypass", .string(bypassState(policy))),
-            ("keylog", .string(keyLog.map { $0.settings.path } ?? "off")),
+            ("keylog", .string(keyLog.map { $0.settings.path } ?? "off")), ("workers", .int(workerCount)),
             ("metrics_listen", .string(metrics.map { $0.boundAddress.description } ?? "off")),
         ]
         fields.append(("pid", .int(Int(getpid()))))
@@ -453,15 +486,35 @@ public final class Proxy {
 
     /// The one-line summary systemd shows in `systemctl status`.
     private func statusLine() -> String {
-        "\(tunnels) tunnels open; \(counters.allowed) allowed, \(counters.refused) refused, \(counters.bypassed) bypassed, \(counters.unpinned) unpinned; \(snapshot.policy.rules.count) rules"
+        let counters = merged().counters
+        return "\(tunnels) tunnels open; \(counters.allowed) allowed, \(counters.refused) refused, \(counters.bypassed) bypassed, \(counters.unpinned) unpinned; \(snapshot.policy.rules.count) rules"
     }
 
+    /// The supervisor's counters plus every worker's (each read under its lock).
+    private func merged() -> Worker.Tally {
+        var sum = Worker.Tally()
+        sum.counters = counters
+        for worker in workers {
+            let tally = worker.tally.withLock { $0 }
+            sum.counters = sum.counters + tally.counters
+            sum.sessions += tally.sessions
+            sum.probes += tally.probes
+            sum.probeCacheHits += tally.probeCacheHits
+            sum.probeLatency = sum.probeLatency + tally.probeLatency
+        }
+        return sum
+    }
+
+    /// The `stats` fields, added up over every worker. Call it on the supervisor's thread (its own
+    /// counters are not locked); the workers' are read under their locks.
     func statsFields() -> [(String, LogValue)] {
-        [("accepted", .int(counters.accepted)), ("active_sessions", .int(sessions.count)), ("tunnels", .int(tunnels)),
+        let all = merged()
+        let counters = all.counters
+        return [("accepted", .int(counters.accepted)), ("active_sessions", .int(all.sessions)), ("tunnels", .int(tunnels)),
          ("allowed", .int(counters.allowed)), ("refused", .int(counters.refused)), ("bypassed", .int(counters.bypassed)),
          ("unpinned_total", .int(counters.unpinned)), ("rejected", .int(counters.rejected)), ("closed", .int(counters.closed)),
-         ("bytes_up", .int(counters.bytesUp)), ("bytes_down", .int(counters.bytesDown)), ("probes", .int(probes.started)), ("probe_cache_hits", .int(probes.cacheHits)),
-         ("live_session_objects", .int(counters.liveSessionObjects))] + keyLogFields()
+         ("bytes_up", .int(counters.bytesUp)), ("bytes_down", .int(counters.bytesDown)), ("probes", .int(all.probes)), ("probe_cache_hits", .int(all.probeCacheHits)),
+         ("live_session_objects", .int(counters.liveSessionObjects))] + keyLogFields() + [("workers", .int(workerCount))]
     }
 
     /// The key-log intake's counters (all 0 without `proxy.keylog`, so the keys are always there).
@@ -472,51 +525,17 @@ public final class Proxy {
                 ("keylog_watches", .int(keyLog?.watchCount ?? 0)), ("keylog_watches_refused", .int(c.watchesRefused))]
     }
 
-    /// Warnings the probe revealed; a rule past its `expires` is reported at error level once an hour.
-    func noteWarnings(_ evaluation: Evaluation, record: DecisionRecord) {
-        for warning in evaluation.warnings {
-            if case .ruleExpired = warning {
-                let line = evaluation.rule.line
-                if let last = expiryReported[line], Date().timeIntervalSince(last) < 3600 { continue }
-                expiryReported[line] = Date()
-            }
-            logger.emit(SessionLog.warning(warning, record: record))
-        }
-        for line in rotation.judged(record, evaluation: evaluation) { logger.emit(line) }
-    }
-
-    /// What a scrape of `/metrics` reports: the `stats` counters and the metrics' own.
+    /// What a scrape of `/metrics` reports: the `stats` counters and the metrics' own, added up over
+    /// the supervisor and every worker.
     func metricsSample() -> MetricsSample {
-        MetricsSample(stats: statsFields(), refusalsByReason: counters.refusedByReason, probeLatency: probes.latency,
-                      reloadsSucceeded: counters.reloadsSucceeded, reloadsFailed: counters.reloadsFailed,
-                      logLinesDropped: options.logLinesDropped?() ?? 0, startTime: startTime)
+        let all = merged()
+        return MetricsSample(stats: statsFields(), refusalsByReason: all.counters.refusedByReason, probeLatency: all.probeLatency,
+                             reloadsSucceeded: counters.reloadsSucceeded, reloadsFailed: counters.reloadsFailed,
+                             logLinesDropped: options.logLinesDropped?() ?? 0, startTime: startTime)
     }
 
-    /// Resumable TLS 1.2 sessions the stream check saw verified.
+    /// Resumable TLS 1.2 sessions the stream check saw verified, on any worker.
     let resumptions = ResumptionLedger()
-
-    /// What the stream check notes while a tunnel runs: a would-refuse let through, a TLS version
-    /// other than the probe's.
-    func logStreamNote(_ note: StreamCheck.Note, record: DecisionRecord) {
-        switch note {
-        case .overlooked(let overlooked):
-            logger.emit(SessionLog.overlooked(overlooked, record: record))
-        case .negotiated(let version):
-            if !record.tlsVersion.isEmpty && version != record.tlsVersion {
-                logger.emit(SessionLog.versionChanged(to: version, record: record))
-            }
-        }
-    }
-
-    func logDecision(_ record: DecisionRecord) {
-        counters.count(decision: record.verdict)
-        logger.emitDecision(record)
-    }
-
-    func log(_ end: SessionEnd) {
-        counters.count(end)
-        logger.emitEnd(end)
-    }
 }
 
 private let proxyAcceptCB: evconnlistener_cb = { _, fd, sa, _, ctx in

@@ -8,7 +8,7 @@ import TLSInspection
 /// current stage (a timer, a lookup, a probe waiter, a connector, the relay) is held in `work`, so
 /// leaving a stage drops — and so cancels or frees — what it was waiting for.
 ///
-/// Bound to its proxy's loop thread.
+/// Bound to its worker's loop thread.
 final class Session {
     /// The I/O in flight for the machine's current stage.
     private enum Work {
@@ -34,8 +34,8 @@ final class Session {
         }
     }
 
-    /// Kept so the proxy (and its loop) outlives every session it holds.
-    private let proxy: Proxy
+    /// Kept so the worker (and its loop) outlives every session it holds.
+    private let worker: Worker
     let id: Int
     let client: SocketAddress
     /// Monotonic, so a wall-clock step neither ends a tunnel early nor skews `duration_ms`.
@@ -46,23 +46,23 @@ final class Session {
     /// The decision and when the tunnel opened, for the close line.
     private var opened: (record: DecisionRecord, at: ContinuousClock.Instant)?
 
-    init?(proxy: Proxy, id: Int, fd: Int32, client: SocketAddress) {
-        self.proxy = proxy
+    init?(worker: Worker, id: Int, fd: Int32, client: SocketAddress) {
+        self.worker = worker
         self.id = id
         self.client = client
-        machine = SessionMachine(conn: id, client: client) { [unowned proxy] in proxy.isOwnAddress($0) }
-        proxy.sessionObjectMade()  // balanced by deinit, which runs even when this init fails below
-        guard let side = BufferEvent(loop: proxy.loop, socket: fd) else { return nil }
+        machine = SessionMachine(conn: id, client: client) { [unowned worker] in worker.isOwnAddress($0) }
+        worker.sessionObjectMade()  // balanced by deinit, which runs even when this init fails below
+        guard let side = BufferEvent(loop: worker.loop, socket: fd) else { return nil }
         clientSide = side
         setNoDelay(fd)
         side.route(to: self, read: sessionReadCB, write: nil, event: sessionEventCB)
         side.enable(EV_READ)
-        work = .readingRequest(headerTimeout: Timer(loop: proxy.loop, after: proxy.snapshot.policy.proxy.headerTimeout) { [unowned self] in
+        work = .readingRequest(headerTimeout: Timer(loop: worker.loop, after: worker.snapshot.policy.proxy.headerTimeout) { [unowned self] in
             perform(machine.requestRejected(.headerTimeout))
         })
     }
 
-    deinit { proxy.sessionObjectFreed() }
+    deinit { worker.sessionObjectFreed() }
 
     /// Still waiting for its (next) request head (shutdown closes these at once).
     var isReadingRequest: Bool {
@@ -71,7 +71,7 @@ final class Session {
         return false
     }
 
-    private var settings: ProxySettings { (machine.admitted?.snapshot ?? proxy.snapshot).policy.proxy }
+    private var settings: ProxySettings { (machine.admitted?.snapshot ?? worker.snapshot).policy.proxy }
 
     // MARK: events from libevent
 
@@ -104,8 +104,14 @@ final class Session {
             // Early tunnel bytes may wait in the input buffer, but not without bound; reading on
             // lets us notice a client that hangs up while we resolve and probe.
             clientSide.setWatermark(EV_READ, low: 0, high: 64 * 1024)
-            let snapshot = proxy.snapshot  // this CONNECT is judged by the policy in force now
-            perform(machine.requestParsed(request.authority, snapshot: snapshot, stopping: proxy.stopping, tunnelAvailable: proxy.tunnelAvailable))
+            let snapshot = worker.snapshot  // this CONNECT is judged by the policy in force now
+            // The slot is taken before the machine decides (workers share max_tunnels: a check
+            // now and a take later could let two workers both take the last one); the machine's
+            // answer keeps it or gives it back (syncTunnelSlot).
+            let slot = !worker.stopping && worker.takeTunnelSlot()
+            tunnelSlotTaken = slot
+            perform(machine.requestParsed(request.authority, snapshot: snapshot, stopping: worker.stopping, tunnelAvailable: slot))
+            syncTunnelSlot()
         case .failure(let problem):
             switch problem {
             case .methodNotAllowed: perform(machine.requestRejected(.methodNotAllowed(problem.detail)))
@@ -136,7 +142,7 @@ final class Session {
         // Through a parent proxy the address is the parent's: `deny_destinations` judged the target.
         let viaParent = machine.admitted?.snapshot.policy.proxy.upstreamProxy != nil
         let verdict = fresh.rejudge(authority, client: client.ip, address: viaParent ? nil : record.address?.ip, chain: chain, at: Date(),
-                                    debugBypassEnabled: proxy.debugBypassEnabled)
+                                    debugBypassEnabled: worker.debugBypassEnabled)
         guard case .closes(let reason, let detail) = verdict else {
             relay.check?.policyChanged(to: fresh)
             return
@@ -163,30 +169,30 @@ final class Session {
         case .none:
             break
         case .reject(let refusal, let record):
-            proxy.log(.rejected(refusal, record))
+            worker.log(.rejected(refusal, record))
             respondAndLinger(refusal, host: nil)
         case .refuse(let refusal, let record):
-            if let evaluation = record.evaluation { proxy.noteWarnings(evaluation, record: record) }
-            proxy.log(.refused(refusal, record))
+            if let evaluation = record.evaluation { worker.noteWarnings(evaluation, record: record) }
+            worker.log(.refused(refusal, record))
             respondAndLinger(refusal, host: record.authority?.target.description)
         case .lookUp(let name):
-            let deadline = Timer(loop: proxy.loop, after: settings.dnsTimeout) { [unowned self] in perform(machine.resolveTimedOut()) }
-            let request = proxy.resolver.resolve(name) { [unowned self] result in perform(machine.resolved(result)) }
+            let deadline = Timer(loop: worker.loop, after: settings.dnsTimeout) { [unowned self] in perform(machine.resolveTimedOut()) }
+            let request = worker.resolver.resolve(name) { [unowned self] result in perform(machine.resolved(result)) }
             if case .resolving = machine.state, case .none = work { work = .resolving(request, deadline: deadline) }
         case .probe(let key):
-            let waiter = proxy.probes.probe(key, settings: settings) { [unowned self] result in
-                perform(machine.probed(result, at: Date(), debugBypassEnabled: proxy.debugBypassEnabled))
+            let waiter = worker.probe(key, settings: settings) { [unowned self] result in
+                perform(machine.probed(result, at: Date(), debugBypassEnabled: worker.debugBypassEnabled))
             }
             if case .probing = machine.state, case .none = work { work = .probing(waiter) }
         case .connect(let addresses):
             if case .connecting(let admitted, let judgement?) = machine.state {
-                proxy.noteWarnings(judgement.evaluation, record: DecisionRecord(conn: id, client: client, admitted: admitted, judgement: judgement))
+                worker.noteWarnings(judgement.evaluation, record: DecisionRecord(conn: id, client: client, admitted: admitted, judgement: judgement))
             }
             let authority = machine.admitted!.authority
             let total = addresses.count == 1 ? settings.connectTimeout : settings.connectTotalTimeout
             // Behind a parent proxy the tunnel is a CONNECT on the parent, like the probe was.
             let hop = settings.upstreamProxy.map { ParentHop(parent: $0, target: authority) }
-            let connector = Connector(loop: proxy.loop, addresses: hop.map { [$0.parent.address] } ?? addresses.map { SocketAddress(ip: $0, port: authority.port) },
+            let connector = Connector(loop: worker.loop, addresses: hop.map { [$0.parent.address] } ?? addresses.map { SocketAddress(ip: $0, port: authority.port) },
                                       perAddress: settings.connectTimeout, total: hop == nil ? total : settings.connectTotalTimeout,
                                       through: hop) { [unowned self] outcome in
                 switch outcome {
@@ -199,7 +205,7 @@ final class Session {
             openTunnel(record)
         case .forward(let head):
             guard let clientSide else { return release() }
-            let forwarder = PlainForwarder(proxy: proxy, conn: id, client: client, side: clientSide) { [unowned self] end in
+            let forwarder = PlainForwarder(worker: worker, conn: id, client: client, side: clientSide) { [unowned self] end in
                 switch end {
                 case .finished: finish(.clientClosed)
                 case .refused(let refusal): perform(machine.plainRefused(refusal))
@@ -216,9 +222,9 @@ final class Session {
             if case .relaying(let r, _) = previous { relay = r }
             let closed = closeRecord(openedTunnel: openedTunnel, relay: relay)
             if case .relay(.refused(let refusal)) = reason {
-                proxy.log(.streamRefused(refusal, closed))
+                worker.log(.streamRefused(refusal, closed))
             } else {
-                proxy.log(.closed(reason, closed))
+                worker.log(.closed(reason, closed))
             }
             release()
         }
@@ -229,17 +235,17 @@ final class Session {
     private func syncTunnelSlot() {
         if machine.holdsTunnelSlot && !tunnelSlotTaken {
             tunnelSlotTaken = true
-            proxy.tunnelStarted()
+            worker.takeTunnelSlotUnchecked()
         } else if !machine.holdsTunnelSlot && tunnelSlotTaken {
             tunnelSlotTaken = false
-            proxy.tunnelEnded()
+            worker.giveBackTunnelSlot()
         }
     }
 
     private var tunnelSlotTaken = false
 
     private func tunnelConnected(fd: Int32, address: SocketAddress) {
-        guard let upstream = BufferEvent(loop: proxy.loop, socket: fd) else {
+        guard let upstream = BufferEvent(loop: worker.loop, socket: fd) else {
             return perform(machine.connectFailed(.internalError("bufferevent_socket_new failed")))
         }
         pendingUpstream = upstream
@@ -254,29 +260,29 @@ final class Session {
         let established = Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8)
         evbuffer_add(clientSide.output, established, established.count)
         opened = (record, .now)
-        proxy.logDecision(record)
+        worker.logDecision(record)
         var probe: Judgement?
         if case .relaying(_, let judgement) = machine.state { probe = judgement }
         let check = machine.admitted.map { admitted in
             StreamCheck(StreamCheck.Context(authority: admitted.authority, snapshot: admitted.snapshot, rule: admitted.rule,
-                                            pinned: record.validation != nil, probe: probe, debugBypassEnabled: proxy.debugBypassEnabled,
-                                            keyLog: proxy.keyLog),
-                        ledger: proxy.resumptions)
+                                            pinned: record.validation != nil, probe: probe, debugBypassEnabled: worker.debugBypassEnabled,
+                                            keyLog: worker.keyLog),
+                        ledger: worker.resumptions)
         }
-        check?.notify = { [unowned self] note in proxy.logStreamNote(note, record: record) }
-        let relay = Relay(loop: proxy.loop, client: clientSide, upstream: upstream, idleTimeout: settings.idleTimeout, check: check,
+        check?.notify = { [unowned self] note in worker.logStreamNote(note, record: record) }
+        let relay = Relay(loop: worker.loop, client: clientSide, upstream: upstream, idleTimeout: settings.idleTimeout, check: check,
                           method: settings.relay) { [unowned self] end in
             finish(.relay(end))
         }
         var bypassEnd: Timer?
         if case .bypassed(_, .debugBypass(let until)) = record.verdict {
-            bypassEnd = Timer(loop: proxy.loop, after: max(0, until.timeIntervalSinceNow)) { [unowned self] in finish(.debugBypassExpired) }
+            bypassEnd = Timer(loop: worker.loop, after: max(0, until.timeIntervalSinceNow)) { [unowned self] in finish(.debugBypassExpired) }
         }
         work = .relaying(relay, bypassEnd: bypassEnd)
         relay.start()
         // A reload while this CONNECT resolved, probed or connected: judged again now, as every
         // open tunnel was at the reload.
-        if let admitted = machine.admitted, admitted.snapshot !== proxy.snapshot { rejudge(under: proxy.snapshot) }
+        if let admitted = machine.admitted, admitted.snapshot !== worker.snapshot { rejudge(under: worker.snapshot) }
     }
 
     /// What the close line says: the decision (or what was known), bytes and duration.
@@ -298,7 +304,7 @@ final class Session {
         clientSide.setWatermark(EV_READ, low: 0, high: 0)
         clientSide.route(to: self, read: sessionReadCB, write: sessionFlushedCB, event: sessionEventCB)
         clientSide.enable(EV_READ | EV_WRITE)
-        work = .lingering(giveUp: Timer(loop: proxy.loop, after: 2) { [unowned self] in release() })
+        work = .lingering(giveUp: Timer(loop: worker.loop, after: 2) { [unowned self] in release() })
     }
 
     /// Lets go of everything and leaves the proxy. Idempotent.
@@ -310,7 +316,7 @@ final class Session {
         syncTunnelSlot()
         pendingUpstream = nil
         clientSide = nil
-        proxy.remove(self)
+        worker.remove(self)
     }
 }
 

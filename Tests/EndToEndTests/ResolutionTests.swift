@@ -62,9 +62,10 @@ import TestSupport
 
 @Suite(.serialized) struct SharedProbeTests {
     /// Concurrent CONNECTs to the same target share one probe; each still gets its own verdict line.
+    /// (On one worker: probes in flight are shared per worker.)
     @Test func concurrentConnectsShareOneProbe() throws {
         let slow = try Upstream("leaf-ec256", name: "slow", mode: "slow")
-        let proxy = try ProxyProcess(config: policy(ports: [slow.port], rules: apiRule(pinsLine(Pins.leafEC)), proxy: "stats_interval: 200ms"))
+        let proxy = try ProxyProcess(config: policy(ports: [slow.port], rules: apiRule(pinsLine(Pins.leafEC)), proxy: "stats_interval: 200ms\nworkers: 1"))
         let clients = try (0..<3).map { _ in try OpenConnection(port: proxy.port, send: "CONNECT api.pinproxy.test:\(slow.port) HTTP/1.1\r\n\r\n") }
         #expect(proxy.waitFor("tunnel_allowed") { _ in proxy.events("tunnel_allowed").count == 3 } != nil)
         #expect(proxy.waitFor("stats") { $0["probes"] == "1" && $0["allowed"] == "3" } != nil, "\(proxy.events("stats").last ?? [:])")

@@ -8,9 +8,10 @@ import TestSupport
 @Suite(.serialized) struct VerificationCacheTests {
     static let apiPinned = apiRule(pinsLine(Pins.leafEC))
 
+    /// One worker: the cache is per worker (`WorkerTests` shows two workers probing once each).
     @Test func aSecondConnectReusesTheProbesChain() throws {
         let server = try Upstream("leaf-ec256", name: "good", tls: "1.2")
-        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: Self.apiPinned, proxy: "stats_interval: 100ms"))
+        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: Self.apiPinned, proxy: "stats_interval: 100ms\nworkers: 1"))
         for _ in 0..<3 { #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port).body == "hello from good\n") }
         let allowed = proxy.events("tunnel_allowed", count: 3)
         #expect(allowed.map { $0["cached"] ?? "?" } == ["false", "true", "true"])
@@ -29,9 +30,9 @@ import TestSupport
     /// at once, without a new handshake.
     @Test func aCachedChainIsJudgedByTheReloadedPolicy() throws {
         let server = try Upstream("leaf-ec256", name: "good", tls: "1.2")
-        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: Self.apiPinned))
+        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: Self.apiPinned, proxy: "workers: 1"))
         #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port).body == "hello from good\n")
-        try policy(ports: [server.port], rules: apiRule(pinsLine(Pins.backup))).write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
+        try policy(ports: [server.port], rules: apiRule(pinsLine(Pins.backup)), proxy: "workers: 1").write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
         proxy.signal(SIGHUP)
         #expect(proxy.waitFor("policy_reloaded") != nil)
         #expect(statusLine(try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:\(server.port)")) == "HTTP/1.1 502 Certificate Pin Mismatch")
@@ -45,7 +46,7 @@ import TestSupport
         let genuine = try Upstream("leaf-ec256", name: "genuine", tls: "1.2")
         let rogue = try Upstream("rogue-leaf", name: "rogue", tls: "1.2")
         let attacker = try Replayer(genuine: genuine.port, abort: "none", then: rogue.port)
-        let proxy = try ProxyProcess(config: policy(ports: [attacker.port], rules: Self.apiPinned))
+        let proxy = try ProxyProcess(config: policy(ports: [attacker.port], rules: Self.apiPinned, proxy: "workers: 1"))
         for _ in 0..<2 {
             let result = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: attacker.port)
             #expect(result.connectStatus == 200 && result.exitCode == 35 && !result.body.contains("rogue"))

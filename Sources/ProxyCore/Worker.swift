@@ -1,0 +1,287 @@
+import CLibevent
+import Foundation
+import Logging
+import PinPolicy
+
+/// One worker loop (`proxy.workers`): a thread with its own `EventLoop`, the sessions the
+/// supervisor handed it, their resolver, probes and verification cache, and its counters. Sessions
+/// talk to their worker only. Everything else reaches a worker through its `mailbox`; what workers
+/// share (the `max_tunnels` budget, the TLS 1.2 resumption ledger, the rule-expiry book, the key-log
+/// intake) sits behind small locked types.
+final class Worker: @unchecked Sendable {
+    /// What the supervisor gives every worker; fixed for the process's life.
+    struct Shared {
+        let logger: Logger
+        let debugBypassEnabled: Bool
+        /// The listeners' addresses (a tunnel to one of them would loop back to us).
+        let boundAddresses: [SocketAddress]
+        let budget: TunnelBudget
+        let resumptions: ResumptionLedger
+        let expiries: RuleExpiryBook
+        /// Rotation warnings, once per host a day across all workers.
+        let rotation: RotationWatch
+        let keyLogIntake: KeyLogIntake?
+    }
+
+    /// A worker's counters as the supervisor reads them for `stats`; written by the worker under
+    /// the lock, so a read from another thread sees a consistent set.
+    struct Tally {
+        var counters = Proxy.Counters()
+        var sessions = 0
+        var probes = 0
+        var probeCacheHits = 0
+        var probeLatency = ProbeLatency()
+    }
+
+    let index: Int
+    let loop: EventLoop
+    let mailbox: Mailbox
+    private let shared: Shared
+    private(set) var snapshot: PolicySnapshot
+    let tally = Locked(Tally())
+    private(set) lazy var resolver = Resolver(loop: loop, settings: snapshot.policy.proxy.dns)
+    private lazy var probes: ProbeHub = {
+        let hub = ProbeHub(loop: loop)
+        hub.probeEnded = { [unowned self, unowned hub] in
+            let latency = hub.latency
+            tally.withLock { $0.probeLatency = latency }
+        }
+        return hub
+    }()
+    /// The key-log intake as this worker's tunnels see it (nil without `proxy.keylog`).
+    let keyLog: WorkerKeyLog?
+    private var sessions: [Int: Session] = [:]
+    private(set) var stopping = false
+    private var drainTimer: Timer?
+    /// Sessions freed since memory was last handed back to the system.
+    private var freedSinceTrim = 0
+    private var trimTimer: Timer?
+    /// Signalled as the thread's body ends (its loop is over); `join` then waits for the thread itself.
+    private let exited = DispatchSemaphore(value: 0)
+    /// A plain pthread rather than Foundation's `Thread`, so the supervisor can join it: the exit
+    /// must wait until each thread's own teardown (OpenSSL's per-thread state) has run.
+    private var thread: pthread_t?
+
+    init(index: Int, snapshot: PolicySnapshot, shared: Shared) {
+        self.index = index
+        self.snapshot = snapshot
+        self.shared = shared
+        let loop = EventLoop()
+        let mailbox = Mailbox(loop: loop)
+        self.loop = loop
+        self.mailbox = mailbox
+        keyLog = shared.keyLogIntake.map { WorkerKeyLog(intake: $0, loop: loop, mailbox: mailbox) }
+    }
+
+    /// Starts the thread; `finished` runs on it once the loop has ended (drained or stopped).
+    func start(finished: @escaping @Sendable (Worker) -> Void) {
+        let body = Unmanaged.passRetained(Body { [self] in
+            trimAfterBursts()
+            loop.run()
+            drainTimer = nil
+            trimTimer = nil
+            for session in Array(sessions.values) { session.release() }
+            mailbox.shut()
+            finished(self)
+            exited.signal()
+        })
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        pthread_attr_setstacksize(&attributes, 8 << 20)
+        var id = pthread_t()
+        let created = pthread_create(&id, &attributes, { context in
+            let body = Unmanaged<Body>.fromOpaque(context!).takeRetainedValue()
+            body.run()
+            return nil
+        }, body.toOpaque())
+        precondition(created == 0, "pthread_create failed: \(errnoText(created))")
+        thread = id
+    }
+
+    /// Waits (bounded) until the worker's loop has ended, then joins its thread; false (and no
+    /// join) when the loop did not end in time.
+    func join(timeout: Double) -> Bool {
+        guard exited.wait(timeout: .now() + timeout) == .success else { return false }
+        if let thread { pthread_join(thread, nil) }
+        thread = nil
+        return true
+    }
+
+    /// What the thread runs (boxed to cross pthread_create's C pointer).
+    private final class Body {
+        let run: () -> Void
+        init(_ run: @escaping () -> Void) { self.run = run }
+    }
+
+    var logger: Logger { shared.logger }
+    var debugBypassEnabled: Bool { shared.debugBypassEnabled }
+    var resumptions: ResumptionLedger { shared.resumptions }
+
+    // MARK: from the supervisor (on this worker's thread, through the mailbox)
+
+    /// A connection the supervisor accepted (and found in `allow_clients`).
+    func adopt(fd: Int32, client: SocketAddress, id: Int) {
+        guard !stopping else {
+            close(fd)
+            return
+        }
+        guard let session = Session(worker: self, id: id, fd: fd, client: client) else { return }
+        sessions[id] = session
+        tally.withLock { $0.sessions = sessions.count }
+    }
+
+    /// A reload: the new snapshot for the CONNECTs to come, and every open tunnel judged again
+    /// under it. Returns how many were checked and how many it closed.
+    func apply(_ fresh: PolicySnapshot) -> (checked: Int, closed: Int) {
+        snapshot = fresh
+        if let settings = fresh.policy.proxy.keylog { keyLog?.waitSeconds = settings.wait }
+        let open = Array(sessions.values)
+        let before = tally.withLock { $0.counters.closedByReload }
+        for session in open { session.rejudge(under: fresh) }
+        return (open.count, tally.withLock { $0.counters.closedByReload } - before)
+    }
+
+    /// Stops taking requests, lets tunnels drain up to `drain_timeout`, then closes the rest; the
+    /// loop ends when the last session has gone.
+    func beginStop() {
+        guard !stopping else { return }
+        stopping = true
+        for session in Array(sessions.values) where session.isReadingRequest { session.finish(.shutdown) }
+        if sessions.isEmpty { return loop.stop() }
+        drainTimer = Timer(loop: loop, after: snapshot.policy.proxy.drainTimeout) { [unowned self] in
+            for session in Array(sessions.values) { session.finish(.shutdown) }
+            for session in Array(sessions.values) { session.release() }  // those still writing a refusal
+            loop.stop()
+        }
+    }
+
+    // MARK: for sessions
+
+    /// Takes a `max_tunnels` slot from the budget every worker shares.
+    func takeTunnelSlot() -> Bool { shared.budget.take(limit: snapshot.policy.proxy.maxTunnels) }
+    /// A slot the machine holds without having asked (kept balanced whatever the machine does).
+    func takeTunnelSlotUnchecked() { _ = shared.budget.take(limit: .max) }
+    func giveBackTunnelSlot() { shared.budget.giveBack() }
+
+    func remove(_ session: Session) {
+        guard sessions.removeValue(forKey: session.id) != nil else { return }
+        tally.withLock { $0.sessions = sessions.count }
+        freedSinceTrim += 1
+        if stopping && sessions.isEmpty { loop.stop() }
+    }
+
+    func sessionObjectMade() { tally.withLock { $0.counters.liveSessionObjects += 1 } }
+    func sessionObjectFreed() { tally.withLock { $0.counters.liveSessionObjects -= 1 } }
+
+    func probe(_ key: ProbeHub.Key, settings: ProxySettings, _ callback: @escaping (ProbeResult) -> Void) -> ProbeHub.Waiter {
+        let waiter = probes.probe(key, settings: settings, callback)
+        let (started, hits) = (probes.started, probes.cacheHits)
+        tally.withLock {
+            $0.probes = started
+            $0.probeCacheHits = hits
+        }
+        return waiter
+    }
+
+    /// Whether a tunnel to `address` would reach one of our listeners. It sees through every IPv4
+    /// embedding (`IPAddress.embeddedIPv4`): a NAT64 or IPv4-compatible spelling of our address loops
+    /// back to us as surely as the mapped one, and a false positive only refuses.
+    func isOwnAddress(_ address: SocketAddress) -> Bool {
+        shared.boundAddresses.contains { bound in
+            bound.port == address.port
+                && (bound.ip == address.ip.unmapped || bound.ip == address.ip.embeddedIPv4 || bound.ip.bytes.allSatisfy { $0 == 0 })
+        }
+    }
+
+    /// Warnings the probe revealed; a rule past its `expires` is reported at error level once an
+    /// hour (across all workers).
+    func noteWarnings(_ evaluation: Evaluation, record: DecisionRecord) {
+        for warning in evaluation.warnings {
+            if case .ruleExpired = warning, !shared.expiries.shouldReport(line: evaluation.rule.line, at: Date()) { continue }
+            logger.emit(SessionLog.warning(warning, record: record))
+        }
+        for line in shared.rotation.judged(record, evaluation: evaluation) { logger.emit(line) }
+    }
+
+    /// What the stream check notes while a tunnel runs: a would-refuse let through, a TLS version
+    /// other than the probe's.
+    func logStreamNote(_ note: StreamCheck.Note, record: DecisionRecord) {
+        switch note {
+        case .overlooked(let overlooked):
+            logger.emit(SessionLog.overlooked(overlooked, record: record))
+        case .negotiated(let version):
+            if !record.tlsVersion.isEmpty && version != record.tlsVersion {
+                logger.emit(SessionLog.versionChanged(to: version, record: record))
+            }
+        }
+    }
+
+    func logDecision(_ record: DecisionRecord) {
+        tally.withLock { $0.counters.count(decision: record.verdict) }
+        guard SessionLog.level(of: record.verdict) >= logger.logLevel else { return }  // not built when not written
+        var line = SessionLog.decision(record)
+        line["worker"] = .int(index)  // which loop carries the tunnel (its close line comes from the same one)
+        logger.emit(line)
+    }
+
+    func log(_ end: SessionEnd) {
+        tally.withLock { $0.counters.count(end) }
+        logger.emitEnd(end)
+    }
+
+    /// After a burst of tunnels ends, hand the freed heap back to the system: glibc keeps freed
+    /// memory below a live allocation, so without this a burst of stalled tunnels left the RSS at its
+    /// peak for good. Checked every few seconds, so a steady trickle of sessions costs nothing.
+    private func trimAfterBursts() {
+        trimTimer = Timer(loop: loop, after: 5, repeating: true) { [unowned self] in
+            guard freedSinceTrim >= 64 || (freedSinceTrim > 0 && sessions.isEmpty) else { return }
+            freedSinceTrim = 0
+            malloc_trim(0)
+        }
+    }
+}
+
+extension Proxy.Counters {
+    /// Two sets of counters added up (the supervisor's and each worker's, for `stats`).
+    static func + (a: Self, b: Self) -> Self {
+        var sum = a
+        sum.accepted += b.accepted
+        sum.rejected += b.rejected
+        sum.refused += b.refused
+        sum.allowed += b.allowed
+        sum.bypassed += b.bypassed
+        sum.unpinned += b.unpinned
+        sum.closed += b.closed
+        sum.bytesUp += b.bytesUp
+        sum.bytesDown += b.bytesDown
+        sum.closedByReload += b.closedByReload
+        sum.liveSessionObjects += b.liveSessionObjects
+        sum.refusedByReason.merge(b.refusedByReason, uniquingKeysWith: +)
+        sum.reloadsSucceeded += b.reloadsSucceeded
+        sum.reloadsFailed += b.reloadsFailed
+        return sum
+    }
+}
+
+/// How many workers: `proxy.workers`, else one per online core (at most 64). In debug builds
+/// `PINPROXY_TEST_WORKERS=N` replaces that default (not a count the file names), so the end-to-end
+/// suites run with 1 or N workers without new policy files (like `PINPROXY_TEST_RELAY`), and a test
+/// that needs two workers says so in its policy.
+enum WorkerCount {
+    static let maximum = 64
+
+    static func resolve(_ configured: Int?) -> Int {
+        if let configured { return configured }
+        if let testOverride { return testOverride }
+        return min(max(ProcessInfo.processInfo.activeProcessorCount, 1), maximum)
+    }
+
+    static let testOverride: Int? = {
+        #if DEBUG
+        return ProcessInfo.processInfo.environment["PINPROXY_TEST_WORKERS"].flatMap(Int.init).flatMap { (1...maximum).contains($0) ? $0 : nil }
+        #else
+        return nil
+        #endif
+    }()
+}
