@@ -35,7 +35,8 @@ final class PlainForwarder {
         /// Whether the next request to `authority` may use it under this policy: a reload may have
         /// denied its address or changed the parent since it was opened.
         func fits(_ authority: Authority, under policy: Policy) -> Bool {
-            guard authority == self.authority, parent == policy.proxy.upstreamProxy else { return false }
+            // Bytes the server sent after its last response would be read as the next answer.
+            guard authority == self.authority, parent == policy.proxy.upstreamProxy, evbuffer_get_length(side.input) == 0 else { return false }
             return parent != nil || !policy.proxy.denyDestinations.containsAnyForm(of: address.ip)
         }
     }
@@ -48,6 +49,8 @@ final class PlainForwarder {
         var requestBody: BodyMeter
         var responseBody: BodyMeter?
         var status = 0
+        /// 1xx responses seen before the final one (bounded: a server cannot send them forever).
+        var interim = 0
         var bytesUp = 0
         var bytesDown = 0
         /// The client connection ends after this exchange.
@@ -75,6 +78,11 @@ final class PlainForwarder {
     private let onEnd: (End) -> Void
     private var stage = Stage.awaitingHead
     private var server: Server?
+    /// `header_timeout` for the next request on a kept-alive connection: a client that trickles a
+    /// head byte by byte is closed as the first request's would be.
+    private var headTimer: Timer?
+    /// 1xx responses forwarded before a final one, at most.
+    static let maxInterimResponses = 8
 
     init(worker: Worker, conn: Int, client clientAddress: SocketAddress, side: BufferEvent, onEnd: @escaping (End) -> Void) {
         self.worker = worker
@@ -108,16 +116,36 @@ final class PlainForwarder {
 
     /// Stops without calling back: the session is leaving this stage. Hands the client side back untouched.
     func cancel() {
-        switch stage {
-        case .exchanging(let exchange): log(exchange, outcome: "shutdown")  // only a shutdown leaves mid-exchange
-        case .resolving(_, let request, _): request.cancel()
-        case .connecting(_, let connector): connector.cancel()
-        default: break
-        }
+        if case .exchanging(let exchange) = stage { log(exchange, outcome: "shutdown") }  // only a shutdown leaves mid-exchange
+        cancelPending()
         stage = .over
         server = nil
         bufferevent_set_timeouts(client.ref, nil, nil)
         client.setWatermark(EV_WRITE, low: 0, high: 0)
+    }
+
+    /// Cancels what the stage waits for (a lookup, a connect, the next head): nothing may call back
+    /// into a forwarder that has ended.
+    private func cancelPending() {
+        switch stage {
+        case .resolving(_, let request, _): request.cancel()
+        case .connecting(_, let connector): connector.cancel()
+        default: break
+        }
+        headTimer = nil
+    }
+
+    /// A reload: an exchange in flight, or a kept server connection, that the new policy would not
+    /// allow ends now (a host just pinned is not fetched in cleartext to the end of a long transfer).
+    func policyChanged(to policy: Policy) {
+        if let server, !server.fits(server.authority, under: policy) || PlainAdmission.judge(server.authority, client: clientAddress.ip, policy: policy) != nil {
+            if case .exchanging(let exchange) = stage {
+                let refusal = PlainAdmission.judge(server.authority, client: clientAddress.ip, policy: policy)
+                    ?? .policy(.destinationProhibited, detail: "a reload denied \(server.address.ip)")
+                return abort(exchange, outcome: "policy_reload", refusal: refusal)
+            }
+            self.server = nil
+        }
     }
 
     // MARK: requests
@@ -147,11 +175,13 @@ final class PlainForwarder {
         case .name(let name):
             if let mapped = policy.resolve[name] { return addressesKnown(request, mapped) }
             let settings = policy.proxy
-            let deadline = Timer(loop: worker.loop, after: settings.dnsTimeout) { [unowned self] in
+            let deadline = Timer(loop: worker.loop, after: settings.dnsTimeout) { [weak self] in
+                guard let self else { return }
                 withExtendedLifetime(self) { refuse(.dnsTimeout, request) }
             }
             // The answer may come inside `resolve` (a cached or failed lookup), before the stage is set.
-            let lookup = worker.resolver.resolve(name) { [unowned self] result in
+            let lookup = worker.resolver.resolve(name) { [weak self] result in
+                guard let self else { return }
                 withExtendedLifetime(self) {
                     if case .over = stage { return }
                     switch result {
@@ -183,7 +213,8 @@ final class PlainForwarder {
         let settings = worker.snapshot.policy.proxy
         let total = addresses.count == 1 ? settings.connectTimeout : settings.connectTotalTimeout
         stage = .awaitingHead
-        let connector = Connector(loop: worker.loop, addresses: addresses, perAddress: settings.connectTimeout, total: total) { [unowned self] outcome in
+        let connector = Connector(loop: worker.loop, addresses: addresses, perAddress: settings.connectTimeout, total: total) { [weak self] outcome in
+            guard let self else { return }
             withExtendedLifetime(self) { connected(request, outcome) }
         }
         if case .awaitingHead = stage { stage = .connecting(request, connector) }
@@ -265,9 +296,21 @@ final class PlainForwarder {
             head.removeHopByHop()
             head.fields.append(("Via", "\(head.start.0 == "HTTP/1.0" ? "1.0" : "1.1") pinproxy"))
             if (100..<200).contains(status) {
-                // 100 Continue and friends: passed on; the final response follows.
-                let bytes = HTTPHead(start: (exchange.request.head.start.2, head.start.1, head.start.2), fields: head.fields).bytes
-                evbuffer_add(client.output, bytes, bytes.count)
+                // 100 Continue and friends: passed on (not to an HTTP/1.0 client, RFC 9110 §15.2);
+                // the final response follows. Bounded in number, and read no faster than the client takes them.
+                exchange.interim += 1
+                guard exchange.interim <= Self.maxInterimResponses else {
+                    return abort(exchange, outcome: "bad_response", refusal: .network(.badUpstreamResponse, "the server sent more than \(Self.maxInterimResponses) interim (1xx) responses"))
+                }
+                if exchange.request.head.start.2 == "HTTP/1.1" {
+                    let bytes = HTTPHead(start: (exchange.request.head.start.2, head.start.1, head.start.2), fields: head.fields).bytes
+                    evbuffer_add(client.output, bytes, bytes.count)
+                }
+                if evbuffer_get_length(client.output) >= Self.highWater {
+                    server.side.disable(EV_READ)
+                    stage = .exchanging(exchange)
+                    return
+                }
                 continue
             }
             // A shutdown under way: this is the connection's last exchange.
@@ -329,9 +372,14 @@ final class PlainForwarder {
             exchange.serverReusable = false
         }
         log(exchange, outcome: "complete")
+        if let server, evbuffer_get_length(server.side.input) > 0 { exchange.serverReusable = false }  // unsolicited bytes
         if !exchange.serverReusable { server = nil }
         if exchange.closeClient || worker.stopping { return close() }
         stage = .awaitingHead
+        headTimer = Timer(loop: worker.loop, after: worker.snapshot.policy.proxy.headerTimeout) { [weak self] in
+            guard let self, case .awaitingHead = stage else { return }
+            withExtendedLifetime(self) { close() }
+        }
         client.enable(EV_READ)
         onClientReadable()  // a pipelined request may already wait
     }
@@ -368,7 +416,7 @@ final class PlainForwarder {
     /// A refusal of this request: logged, then the session answers it and closes.
     private func refuse(_ refusal: Refusal, _ request: PlainRequest) {
         if case .over = stage { return }
-        if case .resolving(_, let lookup, _) = stage { lookup.cancel() }
+        cancelPending()
         stage = .over
         server = nil
         worker.logger.emit(rejectedLine(refusal, request))
@@ -402,6 +450,7 @@ final class PlainForwarder {
 
     /// A request head, read by the session (the first) or by the forwarder (those kept alive after it).
     func received(_ head: [UInt8]) {
+        headTimer = nil
         switch PlainRequest.parse(head: head) {
         case .success(let request):
             if worker.snapshot.policy.proxy.plainHTTP == .refuse { return refuse(PlainAdmission.refusedByMode, request) }
@@ -440,6 +489,7 @@ final class PlainForwarder {
         default:
             break
         }
+        cancelPending()  // a lookup or connect under way must not call back into a forwarder that is gone
         server = nil
         stage = .over
         onEnd(.finished)
@@ -469,7 +519,13 @@ final class PlainForwarder {
            ["GET", "HEAD", "OPTIONS", "PUT", "DELETE"].contains(exchange.request.method) {
             self.server = nil
             stage = .awaitingHead
-            return reach(exchange.request, policy: worker.snapshot.policy)
+            // Admitted again under the policy in force now: a reload may have pinned or denied it meanwhile.
+            let policy = worker.snapshot.policy
+            if let refusal = PlainAdmission.judge(exchange.request.authority, client: clientAddress.ip, policy: policy) {
+                log(exchange, outcome: "policy_reload")
+                return refuse(refusal, exchange.request)
+            }
+            return reach(exchange.request, policy: policy)
         }
         if eof, exchange.responseBody?.state == .untilClose {
             exchange.responseBody = BodyMeter(.none)

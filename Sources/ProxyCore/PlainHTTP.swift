@@ -113,11 +113,15 @@ struct BodyMeter: Equatable {
         case remaining(Int)
         /// Reading a chunk-size line (the bytes so far).
         case chunkSize(line: Int, value: Int?, extension: Bool)
+        /// The CR ending a chunk-size line came; its LF is due.
+        case chunkSizeLF(Int)
         case chunkData(Int)
         /// The CR LF after a chunk's data (how many of the two bytes are still due).
         case chunkEnd(Int)
         /// The trailer section: the length of the current line.
         case trailer(line: Int, lines: Int)
+        /// The CR ending a trailer line (or the blank line, when `line` is 0) came; its LF is due.
+        case trailerLF(line: Int, lines: Int)
         case untilClose
         case done
     }
@@ -167,21 +171,26 @@ struct BodyMeter: Equatable {
             case .chunkEnd(let due):
                 let b = bytes[i]
                 i += 1
+                // Strictly CR LF: a server that took a bare LF (or a bare CR) for the end would see
+                // another message boundary than pinproxy's (request smuggling).
                 if due == 2 && b == 0x0d { state = .chunkEnd(1) }
-                else if b == 0x0a { state = .chunkSize(line: 0, value: nil, extension: false) }
+                else if due == 1 && b == 0x0a { state = .chunkSize(line: 0, value: nil, extension: false) }
                 else { return .malformed("a chunk's data is not followed by CRLF") }
             case .chunkSize(let line, let value, let ext):
                 let b = bytes[i]
                 i += 1
-                if b == 0x0a {
+                if b == 0x0d {
                     guard let size = value else { return .malformed("an empty chunk-size line") }
-                    state = size == 0 ? .trailer(line: 0, lines: 0) : .chunkData(size)
+                    state = .chunkSizeLF(size)
                     continue
                 }
+                if b == 0x0a { return .malformed("a chunk-size line not ended by CRLF") }
                 guard line < Self.maxLine else { return .malformed("a chunk-size line over \(Self.maxLine) bytes") }
-                if ext || b == 0x3b || b == 0x0d || b == 0x20 || b == 0x09 {
-                    // Extensions (and the CR) are passed on unread; the size ends at the first of them.
+                if ext || b == 0x3b || b == 0x20 || b == 0x09 {
+                    // Extensions are passed on unread; the size ends at the first of them. Only
+                    // visible ASCII, space and tab: no control byte another parser could split on.
                     guard value != nil else { return .malformed("a chunk-size line without a size") }
+                    guard b == 0x09 || (0x20...0x7e).contains(b) else { return .malformed("a control byte in a chunk extension") }
                     state = .chunkSize(line: line + 1, value: value, extension: true)
                     continue
                 }
@@ -189,19 +198,28 @@ struct BodyMeter: Equatable {
                 let next = (value ?? 0) * 16 + digit
                 guard next <= Int(Int32.max) * 1024 else { return .malformed("a chunk size too large") }
                 state = .chunkSize(line: line + 1, value: next, extension: false)
+            case .chunkSizeLF(let size):
+                let b = bytes[i]
+                i += 1
+                guard b == 0x0a else { return .malformed("a chunk-size line not ended by CRLF") }
+                state = size == 0 ? .trailer(line: 0, lines: 0) : .chunkData(size)
             case .trailer(let line, let lines):
                 let b = bytes[i]
                 i += 1
-                if b == 0x0a {
-                    if line == 0 { state = .done; continue }
-                    guard lines + 1 < Self.maxTrailerLines else { return .malformed("more than \(Self.maxTrailerLines) trailer lines") }
-                    state = .trailer(line: 0, lines: lines + 1)
-                } else if b == 0x0d && line == 0 {
-                    continue  // the blank line's CR
+                if b == 0x0d {
+                    state = .trailerLF(line: line, lines: lines)
                 } else {
+                    guard b == 0x09 || (0x20...0x7e).contains(b) else { return .malformed("a control byte in a trailer line") }
                     guard line < Self.maxLine else { return .malformed("a trailer line over \(Self.maxLine) bytes") }
                     state = .trailer(line: line + 1, lines: lines)
                 }
+            case .trailerLF(let line, let lines):
+                let b = bytes[i]
+                i += 1
+                guard b == 0x0a else { return .malformed("a trailer line not ended by CRLF") }
+                if line == 0 { state = .done; continue }
+                guard lines + 1 < Self.maxTrailerLines else { return .malformed("more than \(Self.maxTrailerLines) trailer lines") }
+                state = .trailer(line: 0, lines: lines + 1)
             }
         }
         return .consumed(i)
@@ -295,6 +313,22 @@ struct PlainRequest {
         case .success(let b): body = b
         case .failure(let why): return .failure(.malformed(why.description))
         }
+        // Framing a server could read otherwise is refused, not normalised (request smuggling): one
+        // `Transfer-Encoding: chunked` and nothing else, never on HTTP/1.0 (RFC 9112 §6.1); one
+        // `Content-Length` of plain digits.
+        let codings = head.values("Transfer-Encoding")
+        if !codings.isEmpty {
+            guard version == "HTTP/1.1" else { return .failure(.malformed("Transfer-Encoding in an HTTP/1.0 request")) }
+            guard codings.count == 1, codings[0].trimmingCharacters(in: .whitespaces).lowercased() == "chunked" else {
+                return .failure(.malformed("a request Transfer-Encoding other than one 'chunked'"))
+            }
+        }
+        let lengths = head.values("Content-Length")
+        if !lengths.isEmpty {
+            guard lengths.count == 1, !lengths[0].isEmpty, lengths[0].utf8.allSatisfy({ (0x30...0x39).contains($0) }) else {
+                return .failure(.malformed("a Content-Length other than one number"))
+            }
+        }
         if !head.tokens("Upgrade").isEmpty || head.tokens("Expect").contains(where: { $0 != "100-continue" }) {
             return .failure(.malformed("Upgrade and Expect (other than 100-continue) are not forwarded"))
         }
@@ -314,6 +348,18 @@ struct PlainRequest {
         out.removeHopByHop()
         out.fields.removeAll { $0.name.caseInsensitiveCompare("Host") == .orderedSame }
         out.fields.insert(("Host", hostText), at: 0)
+        // The framing pinproxy follows, written the one way it reads it: the server cannot see
+        // another body length than the one pinproxy meters.
+        let hadLength = !head.values("Content-Length").isEmpty
+        out.fields.removeAll {
+            $0.name.caseInsensitiveCompare("Transfer-Encoding") == .orderedSame || $0.name.caseInsensitiveCompare("Content-Length") == .orderedSame
+        }
+        switch body {
+        case .chunked: out.fields.append(("Transfer-Encoding", "chunked"))
+        case .length(let n): out.fields.append(("Content-Length", String(n)))
+        case .none where hadLength: out.fields.append(("Content-Length", "0"))
+        case .none, .untilClose: break
+        }
         out.fields.append(("Via", "\(head.start.2 == "HTTP/1.0" ? "1.0" : "1.1") pinproxy"))
         if let parent, let authorization = parent.authorization { out.fields.append(("Proxy-Authorization", authorization)) }
         let target = parent == nil ? path : "http://\(hostText)\(path)"

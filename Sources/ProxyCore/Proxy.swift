@@ -136,7 +136,12 @@ public final class Proxy: @unchecked Sendable {
         workerCount = WorkerCount.resolve(snapshot.policy.proxy.workers)
         workers = (0..<workerCount).map { Worker(index: $0, snapshot: snapshot, shared: shared) }
         if let address = snapshot.policy.proxy.metricsListen {
-            metrics = try MetricsServer(loop: loop, address: address) { [unowned self] in MetricsText.render(metricsSample()) }
+            do {
+                metrics = try MetricsServer(loop: loop, address: address) { [unowned self] in MetricsText.render(metricsSample()) }
+            } catch {
+                closeListeners()  // a start that fails leaves no listener behind (LeakSanitizer found this one)
+                throw error
+            }
         }
     }
 

@@ -135,6 +135,7 @@ final class Session {
     /// A reload: an open tunnel is judged again under the new snapshot on the chain already
     /// verified for it (no new handshake); one the new policy refuses is closed.
     func rejudge(under fresh: PolicySnapshot) {
+        if case .forwarding(let forwarder) = work { return forwarder.policyChanged(to: fresh.policy) }
         guard case .relaying(let relay, _) = work, let record = opened?.record, let authority = record.authority else { return }
         var probe: Judgement?
         if case .relaying(_, let judgement) = machine.state { probe = judgement }

@@ -30,6 +30,9 @@ import Testing
         ("POST http://a.test/ HTTP/1.1\r\nContent-Length: -1\r\n\r\n", .malformed("a bad Content-Length")),
         ("POST http://a.test/ HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", .malformed("a request Transfer-Encoding other than chunked")),
         ("GET http://a.test/ HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", .malformed("more than one Host header")),
+        ("POST http://a.test/ HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", .malformed("Transfer-Encoding in an HTTP/1.0 request")),
+        ("POST http://a.test/ HTTP/1.1\r\nTransfer-Encoding: ,chunked\r\n\r\n", .malformed("a request Transfer-Encoding other than one 'chunked'")),
+        ("POST http://a.test/ HTTP/1.1\r\nContent-Length: 5,5\r\n\r\n", .malformed("a Content-Length other than one number")),
         ("GET http://a.test/#x HTTP/1.1\r\n\r\n", .malformed("a fragment ('#') in the request target")),
         ("GET http://a.test/ HTTP/1.1\r\n folded\r\n\r\n", .malformed("obsolete header line folding is not accepted")),
         ("GET http://a.test/ HTTP/1.1\r\nUpgrade: websocket\r\n\r\n", .malformed("Upgrade and Expect (other than 100-continue) are not forwarded")),
@@ -37,6 +40,14 @@ import Testing
     func refused(text: String, problem: PlainRequest.Problem) {
         guard case .failure(let got) = Self.request(text) else { Issue.record("accepted: \(text)"); return }
         #expect(got == problem)
+    }
+
+    /// The server is told the framing pinproxy meters, in the one spelling it reads.
+    @Test func theFramingIsWrittenOneWay() throws {
+        let chunked = try Self.request("POST http://a.test/ HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n").get()
+        #expect(chunked.upstreamHead(viaParent: nil).bytes == Array("POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\nVia: 1.1 pinproxy\r\n\r\n".utf8))
+        let empty = try Self.request("POST http://a.test/ HTTP/1.1\r\nContent-Length: 00\r\n\r\n").get()
+        #expect(empty.upstreamHead(viaParent: nil).bytes == Array("POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 0\r\nVia: 1.1 pinproxy\r\n\r\n".utf8))
     }
 
     @Test func bodyLengths() throws {
@@ -79,8 +90,16 @@ import Testing
 
     @Test(arguments: [
         ("zz\r\n", "a chunk size that is not hexadecimal"),
-        ("\r\n", "a chunk-size line without a size"),
-        ("\n", "an empty chunk-size line"),
+        ("\r\n", "an empty chunk-size line"),
+        ("\n", "a chunk-size line not ended by CRLF"),
+        // Strictly CRLF and no control bytes: a server that splits where pinproxy does not would
+        // read a second message out of the body (request smuggling).
+        ("5\nhello\r\n", "a chunk-size line not ended by CRLF"),
+        ("3\r\nabc\n0\r\n\r\n", "a chunk's data is not followed by CRLF"),
+        ("1;a\rb\r\n", "a chunk-size line not ended by CRLF"),
+        ("1;a\u{1}b\r\n", "a control byte in a chunk extension"),
+        ("0\r\nX: 1\n\r\n", "a control byte in a trailer line"),
+        ("0\r\n\n", "a control byte in a trailer line"),
         ("3\r\nabcX", "a chunk's data is not followed by CRLF"),
         (String(repeating: "1", count: 30) + "\r\n", "a chunk size too large"),
         ("1" + String(repeating: " ", count: 5000) + "\r\n", "a chunk-size line over 4096 bytes"),
