@@ -60,11 +60,14 @@ final class Mailbox: @unchecked Sendable {
         return accepted
     }
 
-    /// Refuses later posts (the owner loop is ending); what is queued is dropped.
-    func shut() {
-        queue.withLock {
-            $0.closed = true
-            $0.jobs = []
+    /// Refuses later posts (the owner loop is ending) and returns what was queued, for the owner to
+    /// run once more on its thread: a job accepted is never dropped (an accepted connection's
+    /// descriptor, a reload the supervisor waits for).
+    func shut() -> [() -> Void] {
+        queue.withLock { queue in
+            queue.closed = true
+            defer { queue.jobs = [] }
+            return queue.jobs
         }
     }
 

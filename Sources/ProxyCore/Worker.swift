@@ -81,7 +81,7 @@ final class Worker: @unchecked Sendable {
             drainTimer = nil
             trimTimer = nil
             for session in Array(sessions.values) { session.release() }
-            mailbox.shut()
+            for job in mailbox.shut() { job() }  // posted before the loop ended: each still runs
             finished(self)
             exited.signal()
         })
