@@ -108,13 +108,17 @@ def stream(proxy_port, cafile, seconds, target):
         chunk = raw.recv(1)
         if not chunk: return "%s 0 refused" % target
         head += chunk
-    tls = ssl.create_default_context(cafile=cafile).wrap_socket(raw, server_hostname=host)
-    tls.sendall(b"GET / HTTP/1.1\r\nHost: %s\r\n\r\n" % host.encode())
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = tls.recv(65536)
-        if not chunk: return "%s 0 cut" % target
-        data += chunk
+    # A tunnel closed under it (a reload) may end it anywhere, even in the handshake: a cut, not a crash.
+    try:
+        tls = ssl.create_default_context(cafile=cafile).wrap_socket(raw, server_hostname=host)
+        tls.sendall(b"GET / HTTP/1.1\r\nHost: %s\r\n\r\n" % host.encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = tls.recv(65536)
+            if not chunk: return "%s 0 cut" % target
+            data += chunk
+    except (ssl.SSLError, OSError):
+        return "%s 0 cut" % target
     headers, body = data.split(b"\r\n\r\n", 1)
     length = int([l for l in headers.split(b"\r\n") if l.lower().startswith(b"content-length:")][0].split(b":")[1])
     received, intact = len(body), body.count(b"x") == len(body)
