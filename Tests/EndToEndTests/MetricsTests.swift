@@ -157,7 +157,7 @@ import TestSupport
         let garbage = try rawExchange(port: UInt16(address.split(separator: ":").last!)!, send: Array("\u{16}\u{03}\u{01}\0\0\r\n\r\n".utf8), timeout: 10)
         #expect(garbage.isEmpty || garbage.hasPrefix("HTTP/1.1 400"))
         #expect(try Self.scrape(address).status == 200)
-        #expect(proxy.stop() == 0)
+        #expect(proxy.stop() == 0, "\(proxy.log.suffix(3000))")
     }
 
     /// Clients that never send a request, or pipeline thousands and never read: the proxy goes on
@@ -201,7 +201,7 @@ import TestSupport
         #expect(closedByPeer(silent, within: 15))
         #expect(closedByPeer(greedy, within: 15))
         #expect(try Self.scrape(address).status == 200)
-        #expect(proxy.stop() == 0)
+        #expect(proxy.stop() == 0, "\(proxy.log.suffix(3000))")
     }
 
     @Test func changingTheAddressOnReloadNeedsARestart() throws {
