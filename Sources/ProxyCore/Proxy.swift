@@ -225,6 +225,7 @@ public final class Proxy: @unchecked Sendable {
         rotationTimer = Timer(loop: loop, after: rotation.clock.tickInterval, repeating: true) { [unowned self] in
             if let banner = rotation.bypassBanner(snapshot.policy, enabled: debugBypassEnabled) { logger.emit(banner) }
         }
+        MemoryTrim.run()  // glibc's arenas set up here, before any worker thread trims
         workersRunning = workers.count
         for worker in workers {
             worker.start { [unowned self] _ in mailbox.post { [unowned self] in workerFinished() } }

@@ -237,7 +237,7 @@ final class Worker: @unchecked Sendable {
         trimTimer = Timer(loop: loop, after: 5, repeating: true) { [unowned self] in
             guard freedSinceTrim >= 64 || (freedSinceTrim > 0 && sessions.isEmpty) else { return }
             freedSinceTrim = 0
-            malloc_trim(0)
+            MemoryTrim.run()
         }
     }
 }
@@ -284,4 +284,16 @@ enum WorkerCount {
         return nil
         #endif
     }()
+}
+
+/// `malloc_trim` for every worker, one at a time: glibc sets its arenas up on first use, and two
+/// threads making that first call at once (which is what happens when the allocator is a
+/// sanitizer's and glibc's malloc was never called) read a half-made arena list — ThreadSanitizer
+/// caught the SEGV. The proxy calls it once on the main thread before the workers start.
+enum MemoryTrim {
+    private static let lock = NSLock()
+
+    static func run() {
+        lock.withLock { _ = malloc_trim(0) }
+    }
 }
