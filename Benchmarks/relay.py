@@ -21,6 +21,7 @@ Run through Benchmarks/relay.sh, which builds release first. Loopback only; ever
 Writes JSON and a markdown table to OUTDIR (relay.json, relay.md) and prints the table.
 """
 import json, os, platform, resource, selectors, signal, socket, ssl, statistics, subprocess, sys, tempfile, threading, time
+from benchproc import children, cpu_seconds, free_port, start, stop, wait_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 F = os.path.join(ROOT, "Tests/TLSInspectionTests/Fixtures")
@@ -31,42 +32,7 @@ IDLE_COUNTS = [int(x) for x in os.environ.get("IDLE", "1000,9000").split(",") if
 LATENCY = int(os.environ.get("LATENCY", "500"))
 PARALLEL = int(os.environ.get("PARALLEL", "16"))  # tunnels at once in the aggregate rounds; 0: none
 OUT = sys.argv[1] if len(sys.argv) > 1 else ROOT
-TICK = os.sysconf("SC_CLK_TCK")
 work = tempfile.mkdtemp(prefix="pinproxy-bench-")
-children = []
-
-def free_port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
-
-def start(args, **kw):
-    p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=kw.pop("stderr", subprocess.DEVNULL), **kw)
-    children.append(p)
-    return p
-
-def wait_port(port, timeout=20):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close(); return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit("nothing listens on %d" % port)
-
-def stop(p):
-    if p.poll() is None:
-        p.terminate()
-        try: p.wait(10)
-        except subprocess.TimeoutExpired: p.kill(); p.wait(5)
-
-def cpu_seconds(pids):
-    total = 0
-    for pid in pids:
-        try:
-            fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-        except OSError:
-            pass
-    return total / TICK
 
 def process_tree(pid):
     """pid and its descendants (Squid forks a worker)."""

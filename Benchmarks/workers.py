@@ -11,6 +11,7 @@ Benchmarks/workers.sh, which builds release first. Loopback only; every loop is 
 Writes OUTDIR/workers.json and OUTDIR/workers.md and prints the table.
 """
 import json, os, platform, socket, statistics, subprocess, sys, tempfile, time
+from benchproc import children, cpu_seconds, free_port, start, stop, wait_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 F = os.path.join(ROOT, "Tests/TLSInspectionTests/Fixtures")
@@ -20,36 +21,7 @@ SIZE = int(os.environ.get("SIZE", str(256 << 20)))
 STREAMS = int(os.environ.get("STREAMS", "8"))
 WORKERS = [int(x) for x in os.environ.get("WORKERS", "1,%d" % max(2, os.cpu_count() or 2)).split(",") if x]
 OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "Benchmarks/results")
-TICK = os.sysconf("SC_CLK_TCK")
 work = tempfile.mkdtemp(prefix="pinproxy-workers-")
-children = []
-
-def free_port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
-
-def start(args, **kw):
-    p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=kw.pop("stderr", subprocess.DEVNULL), **kw)
-    children.append(p)
-    return p
-
-def wait_port(port, timeout=20):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close(); return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit("nothing listens on %d" % port)
-
-def stop(p):
-    if p.poll() is None:
-        p.terminate()
-        try: p.wait(10)
-        except subprocess.TimeoutExpired: p.kill(); p.wait(5)
-
-def cpu_seconds(pid):
-    fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 upstreams = []
 for _ in range(STREAMS):
@@ -107,12 +79,12 @@ def main():
     for _ in range(ROUNDS):
         for path in paths:
             proc, port = proxies.get(path, (None, None))
-            before = cpu_seconds(proc.pid) if proc else 0
+            before = cpu_seconds([proc.pid]) if proc else 0
             speed = burst(port)
             r = results[path]
             if speed is None: r["failures"] += 1; continue
             r["mb_s"].append(round(speed, 1))
-            if proc: r["cpu_s"] += cpu_seconds(proc.pid) - before
+            if proc: r["cpu_s"] += cpu_seconds([proc.pid]) - before
             r["bytes"] += STREAMS * SIZE
     for p, _ in proxies.values(): stop(p)
     for path, r in results.items():
