@@ -38,3 +38,19 @@ def cpu_seconds(pids):
         except OSError:
             pass
     return total / TICK
+
+def write_report(out, name, report, table):
+    """OUT/NAME.json and OUT/NAME.md, then the table on stdout, ready to paste into the README."""
+    import json
+    os.makedirs(out, exist_ok=True)
+    json.dump(report, open(os.path.join(out, name + ".json"), "w"), indent=2)
+    open(os.path.join(out, name + ".md"), "w").write(table + "\n")
+    print(table)
+
+def run(main, work):
+    """Runs `main`; whatever happens, every child is stopped and the work directory removed."""
+    try:
+        main()
+    finally:
+        for p in children: stop(p)
+        subprocess.run(["rm", "-rf", work])

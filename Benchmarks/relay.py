@@ -21,7 +21,7 @@ Run through Benchmarks/relay.sh, which builds release first. Loopback only; ever
 Writes JSON and a markdown table to OUTDIR (relay.json, relay.md) and prints the table.
 """
 import json, os, platform, resource, selectors, signal, socket, ssl, statistics, subprocess, sys, tempfile, threading, time
-from benchproc import children, cpu_seconds, free_port, start, stop, wait_port
+from benchproc import cpu_seconds, free_port, run, start, stop, wait_port, write_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 F = os.path.join(ROOT, "Tests/TLSInspectionTests/Fixtures")
@@ -410,14 +410,6 @@ def main():
         for name, r in by.items():
             lines.append("| %s | %s | %d | %s | %s | %s | %s |" % (count, name, r["ok"], r["rss_held_mib"], r["vmhwm_open_mib"],
                                                              r["vmhwm_after_teardown_mib"], r["rss_after_teardown_mib"]))
-    table = "\n".join(lines)
-    os.makedirs(OUT, exist_ok=True)
-    json.dump(report, open(os.path.join(OUT, "relay.json"), "w"), indent=2)
-    open(os.path.join(OUT, "relay.md"), "w").write(table + "\n")
-    print(table)
+    write_report(OUT, "relay", report, "\n".join(lines))
 
-try:
-    main()
-finally:
-    for p in children: stop(p)
-    subprocess.run(["rm", "-rf", work])
+run(main, work)

@@ -11,7 +11,7 @@ Benchmarks/workers.sh, which builds release first. Loopback only; every loop is 
 Writes OUTDIR/workers.json and OUTDIR/workers.md and prints the table.
 """
 import json, os, platform, socket, statistics, subprocess, sys, tempfile, time
-from benchproc import children, cpu_seconds, free_port, start, stop, wait_port
+from benchproc import cpu_seconds, free_port, run, start, stop, wait_port, write_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 F = os.path.join(ROOT, "Tests/TLSInspectionTests/Fixtures")
@@ -99,14 +99,6 @@ def main():
     for path, r in results.items():
         rounds = ", ".join(map(str, r["mb_s"])) + (" (%d failed)" % r["failures"] if r["failures"] else "")
         lines.append("| %s | %s | %s | %s |" % (path, r["median_mb_s"], rounds, "–" if r["cpu_s_per_gib"] is None else r["cpu_s_per_gib"]))
-    table = "\n".join(lines)
-    os.makedirs(OUT, exist_ok=True)
-    json.dump(report, open(os.path.join(OUT, "workers.json"), "w"), indent=2)
-    open(os.path.join(OUT, "workers.md"), "w").write(table + "\n")
-    print(table)
+    write_report(OUT, "workers", report, "\n".join(lines))
 
-try:
-    main()
-finally:
-    for p in children: stop(p)
-    subprocess.run(["rm", "-rf", work])
+run(main, work)
