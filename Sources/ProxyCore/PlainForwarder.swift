@@ -32,12 +32,17 @@ final class PlainForwarder {
         /// The parent proxy it goes through (nil: the server itself).
         let parent: UpstreamProxy?
 
-        /// Whether the next request to `authority` may use it under this policy: a reload may have
-        /// denied its address or changed the parent since it was opened.
-        func fits(_ authority: Authority, under policy: Policy) -> Bool {
-            // Bytes the server sent after its last response would be read as the next answer.
-            guard authority == self.authority, parent == policy.proxy.upstreamProxy, evbuffer_get_length(side.input) == 0 else { return false }
+        /// Whether this policy still allows the connection: a reload may have denied its address or
+        /// changed the parent since it was opened.
+        func isAllowed(under policy: Policy) -> Bool {
+            guard parent == policy.proxy.upstreamProxy else { return false }
             return parent != nil || !policy.proxy.denyDestinations.containsAnyForm(of: address.ip)
+        }
+
+        /// Whether the next request to `authority` may use it: allowed, and idle — bytes the server
+        /// sent after its last response would be read as the next answer.
+        func fits(_ authority: Authority, under policy: Policy) -> Bool {
+            authority == self.authority && evbuffer_get_length(side.input) == 0 && isAllowed(under: policy)
         }
     }
 
@@ -138,14 +143,12 @@ final class PlainForwarder {
     /// A reload: an exchange in flight, or a kept server connection, that the new policy would not
     /// allow ends now (a host just pinned is not fetched in cleartext to the end of a long transfer).
     func policyChanged(to policy: Policy) {
-        if let server, !server.fits(server.authority, under: policy) || PlainAdmission.judge(server.authority, client: clientAddress.ip, policy: policy) != nil {
-            if case .exchanging(let exchange) = stage {
-                let refusal = PlainAdmission.judge(server.authority, client: clientAddress.ip, policy: policy)
-                    ?? .policy(.destinationProhibited, detail: "a reload denied \(server.address.ip)")
-                return abort(exchange, outcome: "policy_reload", refusal: refusal)
-            }
-            self.server = nil
-        }
+        guard let server else { return }
+        let refusal = PlainAdmission.judge(server.authority, client: clientAddress.ip, policy: policy)
+            ?? (server.isAllowed(under: policy) ? nil : .policy(.destinationProhibited, detail: "a reload denied \(server.address.ip)"))
+        guard let refusal else { return }
+        if case .exchanging(let exchange) = stage { return abort(exchange, outcome: "policy_reload", refusal: refusal) }
+        self.server = nil
     }
 
     // MARK: requests

@@ -319,6 +319,22 @@ extension PlainHTTPTests {
 }
 
 extension PlainHTTPTests {
+    /// A reload that changes nothing this exchange depends on leaves it running to the last byte.
+    @Test func anUnrelatedReloadLeavesAnExchangeInFlight() throws {
+        let server = try Self.server()
+        let proxy = try ProxyProcess(config: Self.plainPolicy(port: server.port, proxy: "stats_interval: 50ms"))
+        let size = 8 << 20
+        let download = try BackgroundRun("/usr/bin/env", ["http_proxy=http://127.0.0.1:\(proxy.port)", "no_proxy=", "/usr/bin/curl", "-sS", "--max-time", "60",
+                                                          "--limit-rate", "2M", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
+                                                          "http://plain.pinproxy.test:\(server.port)/bytes/\(size)"])
+        #expect(proxy.waitFor("stats") { $0["active_sessions"] == "1" } != nil)  // the exchange is under way
+        try Self.plainPolicy(port: server.port, proxy: "stats_interval: 50ms\nheader_timeout: 20s").write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
+        proxy.signal(SIGHUP)
+        #expect(proxy.waitFor("policy_reloaded") != nil)
+        #expect(download.output(timeout: 60) == "200 \(size)")
+        #expect(proxy.waitFor("http_forwarded")?["outcome"] == "complete")
+    }
+
     /// A server that closes a kept connection just after answering, while the client's next request
     /// is already on its way (pipelined, so it goes out on that connection): the request is sent
     /// again on a fresh connection instead of failing.
