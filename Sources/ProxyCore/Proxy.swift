@@ -35,6 +35,8 @@ public final class Proxy: @unchecked Sendable {
         /// Open tunnels a reload's policy refused.
         var closedByReload = 0
         var liveSessionObjects = 0
+        /// Connections closed before their first request head to make room (`SilentConnections`).
+        var silentReaped = 0
         /// `refused` by reason code, for the metrics.
         var refusedByReason: [String: Int] = [:]
         var reloadsSucceeded = 0, reloadsFailed = 0
@@ -93,6 +95,12 @@ public final class Proxy: @unchecked Sendable {
     /// `stats` lines only when a counter moved (and hourly): an idle proxy's log stays quiet.
     private var statsGate = StatsGate()
     private var acceptPause: Timer?
+    /// Lets a client be told "out of descriptors" when there are none (see `acceptFailed`).
+    private let reserve = ReserveDescriptor()
+    /// Clients answered from the reserve since the last `accept_failed` line.
+    private var answeredSinceLine = 0
+    private static let outOfDescriptorsAnswer = Refusal.outOfFileDescriptors(
+        "pinproxy is out of file descriptors (its RLIMIT_NOFILE); retry when tunnels have closed").response(host: nil)
     private var acceptFailureLog = LogThrottle(interval: .seconds(10))
     private let systemd = SystemdNotifier()
     private var watchdogTimer: Timer?
@@ -131,9 +139,10 @@ public final class Proxy: @unchecked Sendable {
         } else {
             for address in options.listen ?? snapshot.policy.proxy.listen { try listen(on: address) }
         }
-        let shared = Worker.Shared(logger: logger, debugBypassEnabled: debugBypassEnabled, boundAddresses: boundAddresses,
-                                   budget: budget, resumptions: resumptions, expiries: RuleExpiryBook(), rotation: rotation, keyLogIntake: keyLog)
         workerCount = WorkerCount.resolve(snapshot.policy.proxy.workers)
+        let shared = Worker.Shared(logger: logger, debugBypassEnabled: debugBypassEnabled, boundAddresses: boundAddresses,
+                                   budget: budget, resumptions: resumptions, expiries: RuleExpiryBook(), rotation: rotation, keyLogIntake: keyLog,
+                                   workerCount: workerCount)
         workers = (0..<workerCount).map { Worker(index: $0, snapshot: snapshot, shared: shared) }
         if let address = snapshot.policy.proxy.metricsListen {
             do {
@@ -284,10 +293,26 @@ public final class Proxy: @unchecked Sendable {
     /// EMFILE and friends: stop accepting for a moment instead of spinning (as httpd and NIO do).
     /// While it lasts, this happens about once a second per listener; one line every 10 s, with how
     /// many failures it stands for, says as much without flooding the log.
+    ///
+    /// Out of descriptors (EMFILE, ENFILE), the client waiting first is answered from the reserve
+    /// at once — 503 `out_of_file_descriptors` — and accepting goes on (the listener stays readable
+    /// while clients wait, so each turn of the loop answers one); it pauses only when no client could
+    /// be answered.
     private func acceptFailed(_ listener: OpaquePointer, errno code: Int32) {
-        if let suppressed = acceptFailureLog.note(at: ContinuousClock.now) {
-            logger.emit(LogRecord(.error, "accept_failed", [("detail", .string(errnoText(code))), ("suppressed", .int(suppressed))]))
+        let outOfDescriptors = code == EMFILE || code == ENFILE
+        let answered = outOfDescriptors && reserve.answerOne(from: evconnlistener_get_fd(listener), with: Self.outOfDescriptorsAnswer)
+        if answered {
+            counters.refused += 1
+            counters.refusedByReason[NetworkRefusal.outOfFileDescriptors.rawValue, default: 0] += 1
+            answeredSinceLine += 1
         }
+        if let suppressed = acceptFailureLog.note(at: ContinuousClock.now) {
+            logger.emit(LogRecord(.error, "accept_failed", [
+                ("detail", .string(errnoText(code))), ("answered_503", .int(answeredSinceLine)), ("suppressed", .int(suppressed)),
+            ]))
+            answeredSinceLine = 0
+        }
+        guard !answered else { return }
         evconnlistener_disable(listener)
         acceptPause = Timer(loop: loop, after: 1) { [unowned self] in
             if !stopping { evconnlistener_enable(listener) }
@@ -520,7 +545,7 @@ public final class Proxy: @unchecked Sendable {
          ("allowed", .int(counters.allowed)), ("refused", .int(counters.refused)), ("bypassed", .int(counters.bypassed)),
          ("unpinned_total", .int(counters.unpinned)), ("rejected", .int(counters.rejected)), ("closed", .int(counters.closed)),
          ("bytes_up", .int(counters.bytesUp)), ("bytes_down", .int(counters.bytesDown)), ("probes", .int(all.probes)), ("probe_cache_hits", .int(all.probeCacheHits)),
-         ("live_session_objects", .int(counters.liveSessionObjects))] + keyLogFields() + [("workers", .int(workerCount))]
+         ("live_session_objects", .int(counters.liveSessionObjects)), ("silent_reaped", .int(counters.silentReaped))] + keyLogFields() + [("workers", .int(workerCount))]
     }
 
     /// The key-log intake's counters (all 0 without `proxy.keylog`, so the keys are always there).

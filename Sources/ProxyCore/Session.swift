@@ -97,6 +97,7 @@ final class Session {
         }
         let head = Array(UnsafeBufferPointer(start: bytes, count: headLength))
         evbuffer_drain(input, headLength)
+        worker.spoke(self)
         // Any other method is plain HTTP (forwarded, or refused with a reason, request by request).
         guard head.starts(with: "CONNECT ".utf8) else { return perform(machine.plainRequest(head)) }
         switch ConnectRequest.parse(head: head) {
@@ -222,6 +223,10 @@ final class Session {
             var relay: Relay?
             if case .relaying(let r, _) = previous { relay = r }
             let closed = closeRecord(openedTunnel: openedTunnel, relay: relay)
+            if reason == .reaped {
+                release()  // one of thousands in a flood: the worker's summary line speaks for it
+                return
+            }
             if case .relay(.refused(let refusal)) = reason {
                 worker.log(.streamRefused(refusal, closed))
             } else {

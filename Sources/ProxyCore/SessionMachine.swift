@@ -33,6 +33,9 @@ enum CloseReason: Equatable, Sendable {
     case clientError
     case shutdown
     case debugBypassExpired
+    /// Closed before its first request head to make room in a flood of silent connections
+    /// (`SilentConnections`); counted and summarised by the worker, no line of its own.
+    case reaped
     /// A reload's policy refuses the open tunnel (a key deny-listed, a pin removed, …).
     case policyReload(reason: String, detail: String)
 
@@ -46,6 +49,7 @@ enum CloseReason: Equatable, Sendable {
         case .clientError: return "client_error"
         case .shutdown: return "shutdown"
         case .debugBypassExpired: return "debug_bypass_expired"
+        case .reaped: return "reaped"
         case .policyReload: return "policy_reload"
         case .relay(.refused(let refusal)): return refusal.reason.code
         }

@@ -185,8 +185,8 @@ final class StreamCheck {
             return refuse(.malformedTLS, "the client's ClientHello does not parse: \(error)", now)
         }
         clientHello = hello
-        if let (reason, detail) = sniProblem(hello) {
-            let answer = refuse(reason, detail, now)
+        if let problem = sniProblem(hello, now) {
+            let answer = refuse(.sniMismatch, problem.detail, overlookableBy: problem.overlookableBy)
             if case .refuse = answer { return answer }
         }
         guard context.pinned else { return .done }
@@ -239,25 +239,49 @@ final class StreamCheck {
         return clientFed > 64 * 1024 ? .done : .release
     }
 
+    /// What is wrong with a ClientHello's server name, and what may let it through anyway.
+    private struct SNIProblem {
+        let detail: String
+        /// nil: refused in every mode.
+        let overlookableBy: BypassBasis?
+    }
+
     /// An SNI must not reach another enforced rule's host through this tunnel; a pinned CONNECT
     /// to a name must carry exactly that name.
-    private func sniProblem(_ hello: ClientHello) -> (StreamReason, String)? {
+    ///
+    /// Report mode and a debug bypass are scoped to their own host: they never lend that scope to
+    /// another name. So a problem is overlooked only when the CONNECT's host is under report mode or
+    /// a bypass **and** the name the ClientHello carries is not held by an enforced rule of its own
+    /// (it is unpinned, or in report mode, or covered by the bypass itself). A name that is not a
+    /// valid host name selects no rule here but might select one on the server: never overlooked.
+    private func sniProblem(_ hello: ClientHello, _ now: Date) -> SNIProblem? {
         let target = context.authority.target
         guard let sent = hello.serverName else {
-            if context.pinned, case .name(let name) = target { return (.sniMismatch, "the ClientHello names no server, the CONNECT was for \(name)") }
-            return nil
+            guard context.pinned, case .name(let name) = target else { return nil }
+            return SNIProblem(detail: "the ClientHello names no server, the CONNECT was for \(name)", overlookableBy: bypassBasis(now))
         }
         guard case .success(let name) = HostName.normalize(sent) else {
-            return (.sniMismatch, "the ClientHello's server name \(jsonString(sent)) is not a valid host name")
-        }
-        if context.pinned, case .name(let connected) = target, name != connected {
-            return (.sniMismatch, "the ClientHello names \(name), the CONNECT was for \(connected)")
+            return SNIProblem(detail: "the ClientHello's server name \(jsonString(sent)) is not a valid host name", overlookableBy: nil)
         }
         let sniRule = context.snapshot.policy.rule(for: Authority(target: .name(name), port: context.authority.port))
         if let sniRule, sniRule.mode != .unpinned, sniRule != context.rule {
-            return (.sniMismatch, "the ClientHello names \(name), which the rule at line \(sniRule.line) pins, inside a tunnel to \(target)")
+            let detail = "the ClientHello names \(name), which the rule at line \(sniRule.line) pins, inside a tunnel to \(target)"
+            return SNIProblem(detail: detail, overlookableBy: enforces(sniRule, for: name, now) ? nil : bypassBasis(now))
+        }
+        if context.pinned, case .name(let connected) = target, name != connected {
+            // The same rule covers both names (a wildcard): its report mode covers both, but a
+            // bypass listed for the CONNECT's host does not reach the other name.
+            let lent = sniRule.map { enforces($0, for: name, now) } ?? false
+            return SNIProblem(detail: "the ClientHello names \(name), the CONNECT was for \(connected)", overlookableBy: lent ? nil : bypassBasis(now))
         }
         return nil
+    }
+
+    /// Whether `rule` refuses a mismatch for `name` now: enforced, not past an `on_expiry: report`,
+    /// and `name` not under the debug bypass.
+    private func enforces(_ rule: Rule, for name: String, _ now: Date) -> Bool {
+        guard rule.effectiveMode(at: now) == .enforce else { return false }
+        return context.snapshot.policy.debugBypass(for: .name(name), at: now, enabled: context.debugBypassEnabled) == nil
     }
 
     // MARK: server → client
@@ -486,16 +510,20 @@ final class StreamCheck {
         return nil
     }
 
-    /// A refusal. Only an SNI for another host, or a TLS 1.3 key-log line missing or wrong (which
-    /// leaves the tunnel where it would be without a key log: probe-only), may be let through, by
-    /// report mode or an active debug bypass (then noted); the server's chain is still judged after
-    /// an SNI, deny list and all.
+    /// A refusal. Only a TLS 1.3 key-log line missing or wrong (which leaves the tunnel where it
+    /// would be without a key log: probe-only), or an SNI problem that `sniProblem` says may be
+    /// (never a name another enforced rule holds), is let through, by report mode or an active debug
+    /// bypass (then noted); the server's chain is still judged after an SNI, deny list and all.
     /// What leaves nothing to judge — bytes that are not TLS, a flight that does not parse, a
     /// resumption of an unknown session — is refused in every mode: letting it through would let a
     /// deny-listed key through unseen.
     private func refuse(_ reason: StreamReason, _ detail: String, _ now: Date) -> Inspection {
-        let overlookable: Set<StreamReason> = [.sniMismatch, .keylogMissing, .keylogInvalid]
-        guard context.pinned, overlookable.contains(reason), let basis = bypassBasis(now) else {
+        let overlookable: Set<StreamReason> = [.keylogMissing, .keylogInvalid]
+        return refuse(reason, detail, overlookableBy: overlookable.contains(reason) ? bypassBasis(now) : nil)
+    }
+
+    private func refuse(_ reason: StreamReason, _ detail: String, overlookableBy basis: BypassBasis?) -> Inspection {
+        guard context.pinned, let basis else {
             return .refuse(StreamRefusal(reason: reason, detail: detail))
         }
         let note = Overlooked(reason: reason, detail: detail, basis: basis)

@@ -21,6 +21,8 @@ final class Worker: @unchecked Sendable {
         /// Rotation warnings, once per host a day across all workers.
         let rotation: RotationWatch
         let keyLogIntake: KeyLogIntake?
+        /// How many workers share the accepted connections.
+        let workerCount: Int
     }
 
     /// A worker's counters as the supervisor reads them for `stats`; written by the worker under
@@ -51,6 +53,11 @@ final class Worker: @unchecked Sendable {
     /// The key-log intake as this worker's tunnels see it (nil without `proxy.keylog`).
     let keyLog: WorkerKeyLog?
     private var sessions: [Int: Session] = [:]
+    /// Sessions still waiting for their first request head, and which to close in a flood.
+    private var silent = SilentConnections(limit: Worker.silentLimit(workers: 1))
+    /// Silent connections closed since the last `silent_connections_reaped` line, and from where.
+    private var reapLog = LogThrottle(interval: .seconds(10))
+    private var reapedSinceLine = 0
     private(set) var stopping = false
     private var drainTimer: Timer?
     /// Sessions freed since memory was last handed back to the system.
@@ -129,7 +136,34 @@ final class Worker: @unchecked Sendable {
         guard let session = Session(worker: self, id: id, fd: fd, client: client) else { return }
         sessions[id] = session
         tally.withLock { $0.sessions = sessions.count }
+        silent.setLimit(Self.silentLimit(workers: shared.workerCount))
+        let victims = silent.arrived(id, from: client.ip)
+        guard !victims.isEmpty else { return }
+        for victim in victims { sessions[victim]?.finish(.reaped) }
+        tally.withLock { $0.counters.silentReaped += victims.count }
+        reapedSinceLine += victims.count
+        if let suppressed = reapLog.note(at: ContinuousClock.now) {
+            logger.emit(LogRecord(.warning, "silent_connections_reaped", [
+                ("reaped", .int(reapedSinceLine)), ("silent", .int(silent.count)), ("limit", .int(silent.limit)),
+                ("client", .string(client.ip.description)), ("worker", .int(index)), ("suppressed", .int(suppressed)),
+                ("detail", .string("more connections than the limit have sent no request; the oldest were closed to keep descriptors for clients that speak")),
+            ]))
+            reapedSinceLine = 0
+        }
     }
+
+    /// The most connections one worker lets wait for their first request head: a quarter of the
+    /// descriptor limit (RLIMIT_NOFILE, read each time: an operator may change it while pinproxy
+    /// runs), shared out over the workers. The other three quarters are the reserve of the
+    /// connections that have spoken: tunnels, probes, plain-HTTP exchanges, the log.
+    static func silentLimit(workers: Int) -> Int {
+        var limit = rlimit()
+        let descriptors = getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 ? Int(clamping: limit.rlim_cur) : 1024
+        return max(8, descriptors / 4 / max(1, workers))
+    }
+
+    /// The session sent its first request head: it no longer counts as silent.
+    func spoke(_ session: Session) { silent.left(session.id) }
 
     /// A reload: the new snapshot for the CONNECTs to come, and every open tunnel judged again
     /// under it. Returns how many were checked and how many it closed.
@@ -166,6 +200,7 @@ final class Worker: @unchecked Sendable {
 
     func remove(_ session: Session) {
         guard sessions.removeValue(forKey: session.id) != nil else { return }
+        silent.left(session.id)
         tally.withLock { $0.sessions = sessions.count }
         freedSinceTrim += 1
         if stopping && sessions.isEmpty { loop.stop() }
@@ -257,6 +292,7 @@ extension Proxy.Counters {
         sum.bytesDown += b.bytesDown
         sum.closedByReload += b.closedByReload
         sum.liveSessionObjects += b.liveSessionObjects
+        sum.silentReaped += b.silentReaped
         sum.refusedByReason.merge(b.refusedByReason, uniquingKeysWith: +)
         sum.reloadsSucceeded += b.reloadsSucceeded
         sum.reloadsFailed += b.reloadsFailed

@@ -78,23 +78,31 @@ import TestSupport
         #expect(after == before)
     }
 
-    /// When `accept()` itself fails, accepting pauses for a second and resumes; the failures repeat
-    /// each second while descriptors are short, but only the first gets a line (`suppressed=0`)
-    /// within 10 s. The connection waiting in the backlog is served once descriptors are back.
-    @Test func acceptFailuresAreLoggedOncePer10sAndAcceptingResumes() throws {
+    /// When `accept()` itself fails for want of descriptors, the waiting client is not left to its
+    /// connect timeout: pinproxy gives up its reserve descriptor for a moment, takes the client off
+    /// the backlog and answers 503 at once. One `accept_failed` line per 10 s says how many were so
+    /// answered. Once descriptors are back, clients are served as before.
+    @Test func outOfDescriptorsAtAcceptIsA503AtOnceAndAcceptingGoesOn() throws {
         let proxy = try ProxyProcess(config: policy(ports: [443]))
         let soft = try #require(Self.softLimit(of: proxy))
         try proxy.limitDescriptors(soft: Self.limit(leaving: 0, open: proxy.openDescriptors), hard: nil)
 
-        let waiting = try OpenConnection(port: proxy.port, send: "GET / HTTP/1.1\r\n\r\n")
-        defer { waiting.close() }
+        for _ in 0..<3 {
+            let waiting = try OpenConnection(port: proxy.port, send: "CONNECT api.pinproxy.test:443 HTTP/1.1\r\n\r\n")
+            defer { waiting.close() }
+            let response = waiting.receive(timeout: 10)
+            #expect(statusLine(response) == "HTTP/1.1 503 Out of File Descriptors")
+            #expect(header("Proxy-Status", in: response) == "pinproxy; error=connection_limit_reached; details=\"out_of_file_descriptors\"")
+            #expect(header("Retry-After", in: response) == "1")
+        }
         let failed = try #require(proxy.waitFor("accept_failed"))
-        #expect(failed["detail"] == "Too many open files" && failed["suppressed"] == "0")
-        usleep(2_500_000)  // two more pauses end and accept() fails again: no new line
-        #expect(proxy.events("accept_failed").count == 1)
+        #expect(failed["detail"] == "Too many open files" && failed["suppressed"] == "0" && failed["answered_503"] == "1")
+        #expect(proxy.events("accept_failed").count == 1)  // the next two are in the next line's count
 
         try proxy.limitDescriptors(soft: soft, hard: nil)
-        #expect(statusLine(waiting.receive(timeout: 5)) == "HTTP/1.1 400 Bad Request")  // origin-form: not a proxy request
+        let served = try OpenConnection(port: proxy.port, send: "GET / HTTP/1.1\r\n\r\n")
+        defer { served.close() }
+        #expect(statusLine(served.receive(timeout: 10)) == "HTTP/1.1 400 Bad Request")  // origin-form: not a proxy request
         #expect(proxy.waitFor("request_rejected")?["reason"] == "bad_request")
     }
 

@@ -113,13 +113,16 @@ import TestSupport
         // `setting` (restart_required) a reload that changes what only a restart applies: ReloadUnderLoadTests, KeyLogIntakeTests.
         // `days_left`, `leaf_spki`, `leaf_cert`, `since`: the rotation warnings, which need a leaf about to expire
         // or a week on a moved clock: RotationTests.
-        let expectedKeys = documentedKeys.subtracting(["dropped", "probe_tls", "setting", "days_left", "leaf_spki", "leaf_cert", "since"])
+        // `reaped`, `silent`, `limit`: a flood of silent connections (AbuseTests).
+        let expectedKeys = documentedKeys.subtracting(["dropped", "probe_tls", "setting", "days_left", "leaf_spki", "leaf_cert", "since",
+                                                       "reaped", "silent", "limit"])
         #expect(text.keys == expectedKeys, "undocumented: \(text.keys.subtracting(expectedKeys).sorted()); never emitted: \(expectedKeys.subtracting(text.keys).sorted())")
         #expect(text.events.isSubset(of: documentedEvents), "undocumented events: \(text.events.subtracting(documentedEvents))")
         // a libevent fault; a stalled reader (LogPipeTests); a restart-only setting reloaded (ReloadUnderLoadTests,
         // WorkerTests); the rotation warnings (RotationTests); a worker thread that outlives its loop (nothing a
-        // test can make happen)
+        // test can make happen); a flood of silent connections (AbuseTests)
         #expect(documentedEvents.subtracting(text.events) == ["libevent", "log_lines_dropped", "restart_required",
-                                                              "certificate_expiring", "pin_without_backup", "worker_stuck"])
+                                                              "certificate_expiring", "pin_without_backup", "worker_stuck",
+                                                              "silent_connections_reaped"])
     }
 }

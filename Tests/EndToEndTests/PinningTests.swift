@@ -124,14 +124,6 @@ import TestSupport
     }
 }
 
-enum RFC3339Text {
-    static func inSeconds(_ seconds: Double) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        return formatter.string(from: Date().addingTimeInterval(seconds))
-    }
-}
-
 /// `pinproxy pin HOST:PORT`: the operator's first command, against the tests' own servers.
 @Suite(.serialized) struct PinHostTests {
     @Test(arguments: ["1.2", "1.3"])

@@ -130,6 +130,37 @@ import TestSupport
         #expect(refused.allSatisfy { $0["stage"] == "stream" && $0["bytes_up"] == "0" })
     }
 
+    /// Report mode and the debug bypass are scoped to the CONNECT's host. The attack: a CONNECT to
+    /// `x.api.pinproxy.test` (report mode, or bypassed) whose ClientHello names `api.pinproxy.test`,
+    /// which an enforced rule pins, and a server with a trusted rogue chain. The tunnel is closed at
+    /// the ClientHello, before a byte reaches the server, on TLS 1.2 and 1.3.
+    @Test(arguments: ["1.2", "1.3"], ["report", "bypass"])
+    func reportModeAndTheBypassNeverLendTheirScopeToAnEnforcedSNI(tls: String, scope: String) throws {
+        let rogue = try Upstream("rogue-leaf", name: "rogue", tls: tls)
+        let rules = """
+            rules:
+              - host: api.pinproxy.test
+            \(pinsLine(Pins.leafEC))
+              - host: x.api.pinproxy.test
+                mode: \(scope == "report" ? "report" : "enforce")
+            \(pinsLine(Pins.leafEC))
+            """
+        let debug = scope == "bypass" ? "debug:\n  until: \"\(RFC3339Text.inSeconds(3600))\"\n  hosts: [x.api.pinproxy.test]" : ""
+        let resolve = "  api.pinproxy.test: 127.0.0.1\n  x.api.pinproxy.test: 127.0.0.1"
+        let proxy = try ProxyProcess(config: policy(ports: [rogue.port], rules: rules, resolve: resolve, extra: debug),
+                                     arguments: scope == "bypass" ? ["--debug-bypass"] : [])
+        let out = try sni(proxy, "x.api.pinproxy.test:\(rogue.port)", "api.pinproxy.test")
+        #expect(out == "CLOSED" || out.hasPrefix("ERROR"), "the rogue server was reached: \(out)")
+        #expect(!out.contains("rogue"))
+        let line = try #require(proxy.waitFor("tunnel_refused") { $0["stage"] == "stream" })
+        #expect(line["reason"] == "sni_mismatch" && line["host"] == "x.api.pinproxy.test" && line["bytes_up"] == "0" && line["bytes_down"] == "0")
+        #expect(line["detail"]?.hasPrefix("the ClientHello names api.pinproxy.test, which the rule at line") == true, "\(line)")
+        // The CONNECT's own host is still under its report mode or bypass: with its own name it is let through, with a warning.
+        #expect(try sni(proxy, "x.api.pinproxy.test:\(rogue.port)", "x.api.pinproxy.test") == "OK hello from rogue")
+        let bypassed = proxy.waitFor("tunnel_bypassed") { $0["host"] == "x.api.pinproxy.test" }
+        #expect(bypassed?["would_refuse"] == "true" && bypassed?["bypass"] == (scope == "report" ? "report_mode" : "debug_bypass"))
+    }
+
     /// Cleartext inside a pinned tunnel is closed unread: the server (plain HTTP once the probe has
     /// passed) never answers it.
     @Test func cleartextInAPinnedTunnelIsClosed() throws {

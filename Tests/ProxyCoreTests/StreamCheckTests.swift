@@ -188,4 +188,88 @@ import Testing
         }
         #expect(ticketRefusal.reason == .unverifiedResumption)
     }
+
+    /// Two hosts under one policy: `www.pinproxy.test` (the CONNECT) in `connectMode`, with the
+    /// debug bypass listing `bypassed`, and `api.pinproxy.test` (the SNI of the captured
+    /// ClientHellos) in `sniMode`.
+    static func twoHosts(connectMode: String, sniMode: String, bypassed: [String]) -> StreamCheck {
+        let debug = bypassed.isEmpty ? "" : "debug: { until: \"\(RFC3339Text.inSeconds(3600))\", hosts: [\(bypassed.joined(separator: ", "))] }"
+        let yaml = """
+            version: 1
+            proxy: { allowed_ports: [443], dns: { nameservers: [], hosts_file: none } }
+            defaults: { unpinned: allow, require_backup: off, trust: "ca-file:\(Paths.fixture("both-roots.pem"))" }
+            rules:
+              - host: www.pinproxy.test
+                mode: \(connectMode)
+                pins: ["\(leafEC)"]
+              - host: api.pinproxy.test
+                mode: \(sniMode)
+                pins: ["\(leafEC)"]
+            \(debug)
+            """
+        let policy = try! PolicyLoader.load(yaml: yaml, source: "test.yaml", pinFiles: nil)
+        let snapshot = try! PolicySnapshot(policy: policy, systemStore: TrustStore.system())
+        let authority = try! Authority.parse("www.pinproxy.test:443").get()
+        return StreamCheck(StreamCheck.Context(authority: authority, snapshot: snapshot, rule: snapshot.policy.rule(for: authority),
+                                               pinned: true, debugBypassEnabled: !bypassed.isEmpty), ledger: ResumptionLedger())
+    }
+
+    /// Report mode and the debug bypass are scoped to the CONNECT's host: a ClientHello naming a host
+    /// that an enforced rule pins is refused whatever the CONNECT's host is under, on TLS 1.2 and 1.3.
+    /// Only where the named host is itself not enforced (report mode, or bypassed too) does the
+    /// CONNECT's report mode or bypass let the mismatch through, as a warning.
+    @Test(arguments: [
+        ("report", "enforce", [String](), nil as BypassBasis?),
+        ("enforce", "enforce", ["www.pinproxy.test"], nil),
+        ("report", "report", [], .reportMode),
+        ("enforce", "enforce", ["www.pinproxy.test", "api.pinproxy.test"], .debugBypass(until: .distantFuture)),
+        ("enforce", "report", [], nil),  // the CONNECT's host is enforced: it must carry its own name
+    ])
+    func reportModeAndTheBypassNeverReachAnotherEnforcedName(connectMode: String, sniMode: String, bypassed: [String],
+                                                             overlookedBy: BypassBasis?) {
+        for client in [TLSReaderVectors.opensslTLS12Client, TLSReaderVectors.opensslTLS13Client] {
+            let check = Self.twoHosts(connectMode: connectMode, sniMode: sniMode, bypassed: bypassed)
+            let answer = Self.feed(check, .client, Self.bytes(client))
+            if let overlookedBy {
+                #expect(Self.released(answer), "\(answer)")
+                let basis = check.overlooked?.basis
+                if case .debugBypass = overlookedBy, case .debugBypass = basis {} else { #expect(basis == overlookedBy) }
+                #expect(check.overlooked?.reason == .sniMismatch)
+            } else {
+                guard case .refuse(let refusal) = answer else { Issue.record("\(connectMode)/\(sniMode)/\(bypassed): \(answer)"); continue }
+                #expect(refusal.reason == .sniMismatch && refusal.detail.contains("api.pinproxy.test, which the rule at line"))
+                #expect(check.overlooked == nil)
+            }
+        }
+    }
+
+    /// One wildcard rule covering both names: a bypass listed for the CONNECT's host does not reach
+    /// the other name the rule covers; the rule's own report mode covers both.
+    @Test func aBypassForOneNameOfAWildcardRuleDoesNotReachAnother() {
+        func check(mode: String, bypassed: Bool) -> StreamCheck {
+            let debug = bypassed ? "debug: { until: \"\(RFC3339Text.inSeconds(3600))\", hosts: [x.api.pinproxy.test] }" : ""
+            let yaml = """
+                version: 1
+                proxy: { allowed_ports: [443], dns: { nameservers: [], hosts_file: none } }
+                defaults: { unpinned: allow, require_backup: off, trust: "ca-file:\(Paths.fixture("both-roots.pem"))" }
+                rules:
+                  - host: "**.api.pinproxy.test"
+                    mode: \(mode)
+                    pins: ["\(Self.leafEC)"]
+                \(debug)
+                """
+            let policy = try! PolicyLoader.load(yaml: yaml, source: "test.yaml", pinFiles: nil)
+            let snapshot = try! PolicySnapshot(policy: policy, systemStore: TrustStore.system())
+            let authority = try! Authority.parse("x.api.pinproxy.test:443").get()
+            return StreamCheck(StreamCheck.Context(authority: authority, snapshot: snapshot, rule: snapshot.policy.rule(for: authority),
+                                                   pinned: true, debugBypassEnabled: bypassed), ledger: ResumptionLedger())
+        }
+        guard case .refuse(let refusal) = Self.feed(check(mode: "enforce", bypassed: true), .client, Self.bytes(TLSReaderVectors.opensslTLS12Client)) else {
+            Issue.record("the bypass for x.api.pinproxy.test must not reach api.pinproxy.test"); return
+        }
+        #expect(refusal.reason == .sniMismatch && refusal.detail == "the ClientHello names api.pinproxy.test, the CONNECT was for x.api.pinproxy.test")
+        let report = check(mode: "report", bypassed: false)
+        #expect(Self.released(Self.feed(report, .client, Self.bytes(TLSReaderVectors.opensslTLS12Client))))
+        #expect(report.overlooked?.basis == .reportMode)
+    }
 }

@@ -481,3 +481,12 @@ public enum AddressSanitizer {
     public static let memoryFactor = isActive ? 2 : 1
     public static let memorySlackKiB = isActive ? 32 * 1024 : 0
 }
+
+/// RFC 3339 timestamps for policy files (`debug.until`, `expires`), relative to now.
+public enum RFC3339Text {
+    public static func inSeconds(_ seconds: Double) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        return formatter.string(from: Date().addingTimeInterval(seconds))
+    }
+}

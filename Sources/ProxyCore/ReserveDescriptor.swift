@@ -1,0 +1,36 @@
+import Foundation
+
+/// One descriptor held back (/dev/null, opened at start) so that, out of descriptors, the proxy can
+/// still take a waiting client off a listener's backlog and tell it so at once — a 503 — instead of
+/// leaving it to its connect timeout while accepting is paused. The classic trick of servers that
+/// must answer even at their limit.
+///
+/// Supervisor thread only.
+final class ReserveDescriptor {
+    private var fd: Int32
+
+    init() { fd = open("/dev/null", O_RDONLY | O_CLOEXEC) }
+
+    deinit { if fd >= 0 { close(fd) } }
+
+    /// Gives the reserve up, accepts one connection from `listener` (a listening socket) into its
+    /// place, sends it `answer`, closes it, and takes the reserve back. False when nothing was
+    /// accepted (no reserve held, the backlog empty, or another thread took the freed number first).
+    func answerOne(from listener: Int32, with answer: [UInt8]) -> Bool {
+        guard fd >= 0 else { return false }
+        close(fd)
+        defer { fd = open("/dev/null", O_RDONLY | O_CLOEXEC) }
+        let client = accept(listener, nil, nil)  // accept4 is behind _GNU_SOURCE, which Swift's Glibc lacks
+        guard client >= 0 else { return false }
+        _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
+        _ = answer.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+        // A close with unread input sends a reset, which can destroy the answer before the client
+        // reads it: half-close, read what the client already sent (bounded), then close.
+        shutdown(client, Int32(SHUT_WR))
+        var sink = [UInt8](repeating: 0, count: 4096)
+        for _ in 0..<16 where recv(client, &sink, sink.count, Int32(MSG_DONTWAIT)) > 0 {}
+        close(client)
+        return true
+    }
+}

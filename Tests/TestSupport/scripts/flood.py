@@ -1,0 +1,37 @@
+#!/usr/bin/env python3
+"""Abuse from one local process, bounded in time and count: connections that never speak.
+
+    flood.py silent PORT SECONDS HOLD
+
+Opens connections to 127.0.0.1:PORT as fast as it can for SECONDS, never sending a byte, holding
+at most HOLD at once (past that the oldest is closed, so the pressure goes on). Prints
+`OPENED <n> FAILED <n>` at the end. Loopback only.
+"""
+import collections, errno, resource, socket, sys, time
+
+def silent(port, seconds, hold):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, hold + 64)), hard))
+    held = collections.deque()
+    opened = failed = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and opened < 2_000_000:
+        if len(held) >= hold:
+            held.popleft().close()
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)
+        code = s.connect_ex(("127.0.0.1", port))
+        if code in (0, errno.EINPROGRESS):
+            held.append(s)
+            opened += 1
+        else:
+            s.close()
+            failed += 1
+            time.sleep(0.001)
+    for s in held:
+        s.close()
+    print("OPENED %d FAILED %d" % (opened, failed), flush=True)
+
+if __name__ == "__main__":
+    if sys.argv[1] == "silent":
+        silent(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]))
