@@ -2,27 +2,38 @@ import CLibevent
 import Foundation
 import PinPolicy
 
-/// `proxy.metrics_listen`: `GET /metrics` over HTTP/1.1 on a loopback address, answered on the
-/// proxy's own loop with what `render` returns (Prometheus text format). libevent's evhttp parses
-/// the requests: it is part of the libevent pinproxy already links, maintained with it, and bounds
-/// what a client may send (header size, body size, a timeout on every read and write), so there is
-/// no second HTTP parser to write and fuzz for one endpoint.
+/// `proxy.metrics_listen`: `GET /metrics` over HTTP/1.x on a loopback address, answered on the
+/// supervisor's loop with what `render` returns (Prometheus text format).
 ///
-/// Owns the evhttp (and through it the listener and every connection it accepted). Bound to the
-/// thread of the loop it was made on.
+/// Why not evhttp, which served this before: libevent 2.1's evhttp has no connection limit and
+/// its timeout restarts with every byte read, so a client sending its head one byte every 1.5 s
+/// stayed connected for good, and two processes trickling thousands of such connections held the
+/// proxy at its descriptor limit. A scrape needs very little of HTTP — one request line, a bounded
+/// head, one answer, close — so this server is small enough to hold to hard bounds:
+/// - at most `maxConnections` at once; one more is answered 503 and closed at once;
+/// - `deadlineSeconds` from accept to the end of the answer, whatever the client sends or reads;
+/// - a head of at most `maxHeaderBytes` (431 past it), parsed by `HTTPHead` (the strict parser the
+///   plain-HTTP forwarder uses, fuzzed there);
+/// - one answer per connection, always `Connection: close`, so a client that pipelines and never
+///   reads holds one answer at most.
+///
+/// Owns its listener and its connections. Bound to the thread of the loop it was made on.
 final class MetricsServer {
-    /// Request heads over this are refused (evhttp answers and closes); a scrape's is ~200 bytes.
     static let maxHeaderBytes = 8192
-    /// A scrape has no body.
-    static let maxBodyBytes = 1024
-    /// Seconds a connection may take to send its request or to read the answer: a client that never
-    /// sends, or never reads, is closed after this and holds nothing of the proxy's.
-    static let timeoutSeconds: Int32 = 5
+    /// Seconds a connection may live, from accept to the last byte of its answer.
+    static let deadlineSeconds = 5.0
+    /// A handful of scrapers at once is plenty; more is a client looping or an attack.
+    static let maxConnections = 8
 
-    private let http: OpaquePointer
+    private let loop: EventLoop
+    private let listener: OpaquePointer
     private let render: () -> String
+    private var connections: [ObjectIdentifier: MetricsConnection] = [:]
+    private var acceptPause: Timer?
     /// The address it listens on (the port the kernel chose for port 0).
     let boundAddress: SocketAddress
+    /// Connections answered 503 because `maxConnections` were open.
+    private(set) var refusedConnections = 0
 
     enum StartError: Error, CustomStringConvertible {
         case cannotListen(SocketAddress, String)
@@ -34,81 +45,169 @@ final class MetricsServer {
     }
 
     init(loop: EventLoop, address: SocketAddress, render: @escaping () -> String) throws {
+        self.loop = loop
+        self.render = render
         var flags = UInt32(LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC)
         if !address.ip.isIPv4 { flags |= UInt32(LEV_OPT_BIND_IPV6ONLY) }
-        let listener = address.withSockaddr { sa, length in evconnlistener_new_bind(loop.base, nil, nil, flags, 16, sa, length) }
-        guard let listener else { throw StartError.cannotListen(address, errnoText(errno)) }
-        guard let http = evhttp_new(loop.base) else {
-            evconnlistener_free(listener)
-            throw StartError.cannotListen(address, "evhttp_new failed")
+        // Made disabled, with no context yet: `self` is not complete until every property is set.
+        let made = address.withSockaddr { sa, length in
+            evconnlistener_new_bind(loop.base, nil, nil, flags | UInt32(LEV_OPT_DISABLED), 16, sa, length)
         }
-        // evhttp takes the listener: evhttp_free frees it, and with it the socket.
-        guard evhttp_bind_listener(http, listener) != nil else {
-            evconnlistener_free(listener)
-            evhttp_free(http)
-            throw StartError.cannotListen(address, "evhttp_bind_listener failed")
-        }
-        // Out of file descriptors, a listener without an error callback would be called again at
-        // once, forever: pause it for a second instead, as the proxy's own listeners do.
-        evconnlistener_set_error_cb(listener, metricsAcceptFailedCB)
-        self.http = http
-        self.render = render
-        self.boundAddress = SocketAddress.local(of: evconnlistener_get_fd(listener)) ?? address
-        evhttp_set_max_headers_size(http, Self.maxHeaderBytes)
-        evhttp_set_max_body_size(http, Self.maxBodyBytes)
-        evhttp_set_timeout(http, Self.timeoutSeconds)
-        // Every method evhttp knows reaches `handle`, which answers 405 for all but GET (evhttp's own
-        // answer to a method it was told to refuse is a 501).
-        let every = [EVHTTP_REQ_GET, EVHTTP_REQ_POST, EVHTTP_REQ_HEAD, EVHTTP_REQ_PUT, EVHTTP_REQ_DELETE, EVHTTP_REQ_OPTIONS,
-                     EVHTTP_REQ_TRACE, EVHTTP_REQ_CONNECT, EVHTTP_REQ_PATCH].reduce(UInt16(0)) { $0 | UInt16($1.rawValue) }
-        evhttp_set_allowed_methods(http, every)
-        evhttp_set_gencb(http, metricsRequestCB, Unmanaged.passUnretained(self).toOpaque())
+        guard let made else { throw StartError.cannotListen(address, errnoText(errno)) }
+        listener = made
+        boundAddress = SocketAddress.local(of: evconnlistener_get_fd(made)) ?? address
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        evconnlistener_set_cb(made, metricsAcceptCB, context)
+        evconnlistener_set_error_cb(made, metricsAcceptFailedCB)
+        evconnlistener_enable(made)
     }
 
-    deinit { evhttp_free(http) }
-
-    fileprivate func handle(_ request: OpaquePointer) {
-        let path = evhttp_request_get_evhttp_uri(request).flatMap { evhttp_uri_get_path($0) }.map { String(cString: $0) }
-        guard path == "/metrics" else {
-            return reply(request, 404, "Not Found", "pinproxy serves only /metrics here\n")
-        }
-        guard evhttp_request_get_command(request) == EVHTTP_REQ_GET else {
-            evhttp_add_header(evhttp_request_get_output_headers(request), "Allow", "GET")
-            return reply(request, 405, "Method Not Allowed", "only GET /metrics\n")
-        }
-        reply(request, 200, "OK", render(), contentType: MetricsText.contentType)
+    deinit {
+        connections.removeAll()
+        evconnlistener_free(listener)
     }
 
-    private func reply(_ request: OpaquePointer, _ status: Int32, _ phrase: String, _ body: String,
-                       contentType: String = "text/plain; charset=utf-8") {
-        let headers = evhttp_request_get_output_headers(request)
-        evhttp_add_header(headers, "Content-Type", contentType)
-        // One request per connection: evhttp would answer pipelined requests while earlier answers
-        // wait for a client that does not read, so a few KiB sent could pile up megabytes here.
-        // Closed after each answer, a connection holds at most one (and a scraper just reconnects).
-        evhttp_add_header(headers, "Connection", "close")
-        let buffer = evbuffer_new()
-        defer { evbuffer_free(buffer) }
+    fileprivate func accept(_ fd: Int32) {
+        guard connections.count < Self.maxConnections else {
+            refusedConnections += 1
+            answerAndClose(fd, Self.answer(503, "Service Unavailable", "too many metrics connections at once; retry shortly\n",
+                                           extra: "Retry-After: 1\r\n"))
+            return
+        }
+        guard let side = BufferEvent(loop: loop, socket: fd) else { return }
+        let connection = MetricsConnection(loop: loop, side: side, server: self)
+        connections[ObjectIdentifier(connection)] = connection
+        connection.start(deadline: Self.deadlineSeconds)
+    }
+
+    /// Out of descriptors: stop accepting for a second instead of spinning, as the proxy's own
+    /// listeners do.
+    fileprivate func acceptFailed() {
+        evconnlistener_disable(listener)
+        acceptPause = Timer(loop: loop, after: 1) { [weak self] in
+            guard let self else { return }
+            evconnlistener_enable(listener)
+        }
+    }
+
+    fileprivate func closed(_ connection: MetricsConnection) {
+        connections[ObjectIdentifier(connection)] = nil
+    }
+
+    /// The answer to one complete request head.
+    fileprivate func answer(to head: [UInt8]) -> [UInt8] {
+        guard case .success(let request) = HTTPHead.parse(head), request.start.2 == "HTTP/1.1" || request.start.2 == "HTTP/1.0" else {
+            return Self.answer(400, "Bad Request", "not an HTTP/1.x request\n")
+        }
+        let (method, target, _) = request.start
+        let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? target
+        guard path == "/metrics" else { return Self.answer(404, "Not Found", "pinproxy serves only /metrics here\n") }
+        guard method == "GET" else {
+            return Self.answer(405, "Method Not Allowed", "only GET /metrics\n", extra: "Allow: GET\r\n")
+        }
+        return Self.answer(200, "OK", render(), contentType: MetricsText.contentType)
+    }
+
+    static func answer(_ status: Int, _ phrase: String, _ body: String, contentType: String = "text/plain; charset=utf-8",
+                       extra: String = "") -> [UInt8] {
         let bytes = Array(body.utf8)
-        evbuffer_add(buffer, bytes, bytes.count)
-        evhttp_send_reply(request, status, phrase, buffer)
+        let head = "HTTP/1.1 \(status) \(phrase)\r\nContent-Type: \(contentType)\r\nContent-Length: \(bytes.count)\r\n\(extra)Connection: close\r\n\r\n"
+        return Array(head.utf8) + bytes
     }
 }
 
-/// Not through the server object: evhttp made itself the listener's context. The one-second timer
-/// is the base's; the listener outlives it, since the server is freed only after its loop has stopped.
-private let metricsAcceptFailedCB: evconnlistener_errorcb = { listener, _ in
-    guard let listener else { return }
-    evconnlistener_disable(listener)
-    var second = timeval(tv_sec: 1, tv_usec: 0)
-    event_base_once(evconnlistener_get_base(listener), -1, Int16(EV_TIMEOUT), { _, _, arg in
-        guard let arg else { return }
-        evconnlistener_enable(OpaquePointer(arg))
-    }, UnsafeMutableRawPointer(listener), &second)
+@available(*, unavailable) extension MetricsServer: Sendable {}
+
+/// One scrape: read a head (bounded), answer once, close once the answer is out — all before the
+/// server's deadline.
+private final class MetricsConnection {
+    private let loop: EventLoop
+    private let side: BufferEvent
+    private weak var server: MetricsServer?
+    private var deadline: Timer?
+    private var answered = false
+
+    init(loop: EventLoop, side: BufferEvent, server: MetricsServer) {
+        self.loop = loop
+        self.side = side
+        self.server = server
+    }
+
+    func start(deadline seconds: Double) {
+        deadline = Timer(loop: loop, after: seconds) { [unowned self] in close() }
+        side.route(to: self, read: metricsReadCB, write: metricsWrittenCB, event: metricsEventCB)
+        side.setWatermark(EV_READ, low: 0, high: MetricsServer.maxHeaderBytes + 1)
+        side.enable(EV_READ)
+    }
+
+    fileprivate func readable() {
+        guard !answered, let server else { return }
+        let input = side.input
+        let available = evbuffer_get_length(input)
+        guard let bytes = evbuffer_pullup(input, available) else { return }
+        let head = ConnectRequest.headLength(in: UnsafeRawBufferPointer(start: bytes, count: available))
+        if let head, head <= MetricsServer.maxHeaderBytes {
+            respond(server.answer(to: Array(UnsafeBufferPointer(start: bytes, count: head))))
+        } else if head != nil || available > MetricsServer.maxHeaderBytes {
+            respond(MetricsServer.answer(431, "Request Header Fields Too Large", "the request head is over \(MetricsServer.maxHeaderBytes) bytes\n"))
+        }
+    }
+
+    private func respond(_ bytes: [UInt8]) {
+        answered = true
+        side.disable(EV_READ)  // one answer per connection: what else the client sends is not read
+        evbuffer_drain(side.input, evbuffer_get_length(side.input))
+        evbuffer_add(side.output, bytes, bytes.count)
+    }
+
+    /// The answer is out: close (the read side is off, so a reset for unread bytes cannot cut it).
+    fileprivate func written() {
+        guard answered else { return }
+        side.shutdownWrite()
+        close()
+    }
+
+    func close() {
+        deadline = nil
+        server?.closed(self)  // the last reference: the bufferevent is freed with this object
+    }
 }
 
-private let metricsRequestCB: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?) -> Void = { request, ctx in
-    guard let request, let ctx else { return }
+/// Sends a short answer on a socket nobody else owns and closes it: half-close first and read what
+/// the client already sent, so the close does not reset the answer away.
+func answerAndClose(_ fd: Int32, _ answer: [UInt8]) {
+    _ = answer.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+    shutdown(fd, Int32(SHUT_WR))
+    var sink = [UInt8](repeating: 0, count: 4096)
+    for _ in 0..<16 where recv(fd, &sink, sink.count, Int32(MSG_DONTWAIT)) > 0 {}
+    close(fd)
+}
+
+private let metricsAcceptCB: evconnlistener_cb = { _, fd, _, _, ctx in
+    guard let ctx else { preconditionFailure("a metrics listener without its server") }
     let server = Unmanaged<MetricsServer>.fromOpaque(ctx).takeUnretainedValue()
-    withExtendedLifetime(server) { server.handle(request) }
+    withExtendedLifetime(server) { server.accept(fd) }
+}
+
+private let metricsAcceptFailedCB: evconnlistener_errorcb = { _, ctx in
+    guard let ctx else { preconditionFailure("a metrics listener without its server") }
+    Unmanaged<MetricsServer>.fromOpaque(ctx).takeUnretainedValue().acceptFailed()
+}
+
+private let metricsReadCB: bufferevent_data_cb = { _, ctx in
+    guard let ctx else { preconditionFailure("a metrics connection without its context") }
+    let connection = Unmanaged<MetricsConnection>.fromOpaque(ctx).takeUnretainedValue()
+    withExtendedLifetime(connection) { connection.readable() }
+}
+
+private let metricsWrittenCB: bufferevent_data_cb = { _, ctx in
+    guard let ctx else { preconditionFailure("a metrics connection without its context") }
+    let connection = Unmanaged<MetricsConnection>.fromOpaque(ctx).takeUnretainedValue()
+    withExtendedLifetime(connection) { connection.written() }
+}
+
+private let metricsEventCB: bufferevent_event_cb = { _, _, ctx in
+    guard let ctx else { preconditionFailure("a metrics connection without its context") }
+    let connection = Unmanaged<MetricsConnection>.fromOpaque(ctx).takeUnretainedValue()
+    withExtendedLifetime(connection) { connection.close() }
 }

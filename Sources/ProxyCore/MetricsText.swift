@@ -12,6 +12,8 @@ struct MetricsSample {
     var reloadsFailed: Int
     /// Log lines the writer dropped (`log_lines_dropped`'s counts, summed).
     var logLinesDropped: Int
+    /// Metrics connections answered 503 because the metrics listener had its fill.
+    var metricsConnectionsRefused = 0
     /// Wall-clock time the process started.
     var startTime: Date
 }
@@ -112,6 +114,8 @@ enum MetricsText {
         line("pinproxy_reloads_total", "result=\"failed\"", String(sample.reloadsFailed))
         family("pinproxy_log_lines_dropped_total", .counter, "Log lines dropped because the log reader did not keep up.")
         line("pinproxy_log_lines_dropped_total", "", String(sample.logLinesDropped))
+        family("pinproxy_metrics_connections_refused_total", .counter, "Metrics connections answered 503 because the metrics listener had its fill.")
+        line("pinproxy_metrics_connections_refused_total", "", String(sample.metricsConnectionsRefused))
         family("pinproxy_build_info", .gauge, "Always 1; the version label is what pinproxy --version prints.")
         line("pinproxy_build_info", "version=\"\(escape(version))\"", "1")
         family("process_start_time_seconds", .gauge, "Start time of the process since the Unix epoch, in seconds.")

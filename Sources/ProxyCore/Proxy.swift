@@ -562,7 +562,8 @@ public final class Proxy: @unchecked Sendable {
         let all = merged()
         return MetricsSample(stats: statsFields(), refusalsByReason: all.counters.refusedByReason, probeLatency: all.probeLatency,
                              reloadsSucceeded: counters.reloadsSucceeded, reloadsFailed: counters.reloadsFailed,
-                             logLinesDropped: options.logLinesDropped?() ?? 0, startTime: startTime)
+                             logLinesDropped: options.logLinesDropped?() ?? 0,
+                             metricsConnectionsRefused: metrics?.refusedConnections ?? 0, startTime: startTime)
     }
 
     /// Resumable TLS 1.2 sessions the stream check saw verified, on any worker.

@@ -24,13 +24,7 @@ final class ReserveDescriptor {
         guard client >= 0 else { return false }
         _ = fcntl(client, F_SETFD, FD_CLOEXEC)
         _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
-        _ = answer.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
-        // A close with unread input sends a reset, which can destroy the answer before the client
-        // reads it: half-close, read what the client already sent (bounded), then close.
-        shutdown(client, Int32(SHUT_WR))
-        var sink = [UInt8](repeating: 0, count: 4096)
-        for _ in 0..<16 where recv(client, &sink, sink.count, Int32(MSG_DONTWAIT)) > 0 {}
-        close(client)
+        answerAndClose(client, answer)
         return true
     }
 }

@@ -150,9 +150,9 @@ import TestSupport
             #expect(refused.status == 405, "\(method)")
             #expect(refused.headers.contains("Allow: GET"), "\(method)")
         }
-        // A request head over 8 KiB: refused by evhttp's bound, and the next scrape is served.
+        // A request head over 8 KiB: refused, and the next scrape is served.
         let big = try Self.scrape(address, extra: ["-H", "X-Padding: " + String(repeating: "a", count: 16_000)])
-        #expect(big.status == 400)
+        #expect(big.status == 431)
         // Not HTTP at all.
         let garbage = try rawExchange(port: UInt16(address.split(separator: ":").last!)!, send: Array("\u{16}\u{03}\u{01}\0\0\r\n\r\n".utf8), timeout: 10)
         #expect(garbage.isEmpty || garbage.hasPrefix("HTTP/1.1 400"))
@@ -202,6 +202,49 @@ import TestSupport
         #expect(closedByPeer(greedy, within: 15))
         #expect(try Self.scrape(address).status == 200)
         #expect(proxy.stop() == 0, "\(proxy.log.suffix(3000))")
+    }
+
+    /// A client that sends its head one byte every 1.5 s is closed 5 s after it connected, not
+    /// 5 s after its last byte (the deadline is absolute).
+    @Test func aTricklingClientIsClosedAtTheDeadline() throws {
+        let proxy = try ProxyProcess(config: policy(ports: [443], proxy: "metrics_listen: \"127.0.0.1:0\""))
+        let address = try Self.metricsAddress(proxy)
+        let trickler = try connectedSocket(port: UInt16(address.split(separator: ":").last!)!)
+        defer { close(trickler) }
+        let started = Date()
+        var closedAfter: Double?
+        for byte in Array("GET /metrics HTTP/1.1\r\nHost: x\r\n".utf8) {  // never the blank line
+            if closedByPeer(trickler, within: 1.5) {
+                closedAfter = Date().timeIntervalSince(started)
+                break
+            }
+            _ = [byte].withUnsafeBytes { send(trickler, $0.baseAddress, 1, Int32(MSG_NOSIGNAL)) }
+            if Date().timeIntervalSince(started) > 20 { break }
+        }
+        let after = try #require(closedAfter, "still open after 20 s")
+        #expect(after >= 4.5 && after < 9, "closed after \(after) s")
+        #expect(try Self.scrape(address).status == 200)
+    }
+
+    /// At most 8 metrics connections at once: the ninth is answered 503 at once and counted; when
+    /// the eight are gone, scrapes are served again.
+    @Test func theMetricsListenerIsCapped() throws {
+        let proxy = try ProxyProcess(config: policy(ports: [443], proxy: "metrics_listen: \"127.0.0.1:0\""))
+        let address = try Self.metricsAddress(proxy)
+        let port = UInt16(address.split(separator: ":").last!)!
+        let holders = try (0..<8).map { _ in try connectedSocket(port: port) }
+        usleep(200_000)  // accepted by the proxy's loop
+        let ninth = try rawExchange(port: port, send: Array("GET /metrics HTTP/1.1\r\n\r\n".utf8), timeout: 10)
+        #expect(ninth.hasPrefix("HTTP/1.1 503 Service Unavailable\r\n") && ninth.contains("Retry-After: 1\r\n"), "\(ninth)")
+        holders.forEach { close($0) }
+        var served: Scrape?
+        for _ in 0..<50 {  // the proxy notices the eight closing within a turn or two of its loop
+            served = try Self.scrape(address)
+            if served?.status == 200 { break }
+            usleep(100_000)
+        }
+        #expect(served?.status == 200)
+        #expect(Int(served?.samples["pinproxy_metrics_connections_refused_total"] ?? "") ?? 0 >= 1)
     }
 
     @Test func changingTheAddressOnReloadNeedsARestart() throws {
