@@ -65,7 +65,7 @@ public enum OneShotProbe {
                 if let mapped = policy.resolve[name] {
                     probeAddresses(mapped)
                 } else {
-                    resolver = Resolver(loop: loop, settings: settings.dns)
+                    resolver = Resolver(loop: loop, settings: settings.dns, deadline: settings.dnsTimeout)
                     request = resolver!.resolve(name) { result in
                         switch result {
                         case .success(let addresses): probeAddresses(addresses)

@@ -14,7 +14,7 @@ final class Resolver {
         case failed(String)
     }
 
-    init(loop: EventLoop, settings: DNSSettings) {
+    init(loop: EventLoop, settings: DNSSettings, deadline: Double) {
         self.loop = loop
         dns = evdns_base_new(loop.base, 0)!
         switch settings.nameservers {
@@ -23,14 +23,23 @@ final class Resolver {
         case .list(let servers):
             for server in servers { _ = server.withSockaddr { evdns_base_nameserver_sockaddr_add(dns, $0, socklen_t($1), 0) } }
         }
-        // evdns's own retries stay inside proxy.dns_timeout, which the session enforces.
-        evdns_base_set_option(dns, "timeout:", "2")
-        evdns_base_set_option(dns, "attempts:", "2")
+        giveUpAfter(deadline)
         // NULL would load only localhost (STACK.md pitfall 6); no hosts file means none at all.
         if let hosts = settings.hostsFile { evdns_base_load_hosts(dns, hosts) }
     }
 
     deinit { evdns_base_free(dns, 1) }
+
+    /// `proxy.dns_timeout` is the session's to enforce, and only its timer can tell the client it
+    /// was a timeout: evdns reports having given up its retries as "non-recoverable failure", the
+    /// same as a SERVFAIL. So evdns retries within the deadline (an attempt every half of it, at
+    /// least every 2 s) and gives up only after it (three attempts), and a nameserver that never
+    /// answers is a 504 `dns_timeout`, not a 502 `dns_error`.
+    func giveUpAfter(_ deadline: Double) {
+        let perAttempt = max(2, Int((deadline / 2).rounded(.up)))
+        evdns_base_set_option(dns, "timeout:", String(perAttempt))
+        evdns_base_set_option(dns, "attempts:", "3")
+    }
 
     /// Starts a lookup; the request calls back exactly once (also when cancelled, silently).
     func resolve(_ name: String, _ completion: @escaping (Result<[IPAddress], Failure>) -> Void) -> ResolveRequest {

@@ -41,7 +41,7 @@ final class Worker: @unchecked Sendable {
     private let shared: Shared
     private(set) var snapshot: PolicySnapshot
     let tally = Locked(Tally())
-    private(set) lazy var resolver = Resolver(loop: loop, settings: snapshot.policy.proxy.dns)
+    private(set) lazy var resolver = Resolver(loop: loop, settings: snapshot.policy.proxy.dns, deadline: snapshot.policy.proxy.dnsTimeout)
     private lazy var probes: ProbeHub = {
         let hub = ProbeHub(loop: loop)
         hub.probeEnded = { [unowned self, unowned hub] in
@@ -170,6 +170,7 @@ final class Worker: @unchecked Sendable {
     func apply(_ fresh: PolicySnapshot) -> (checked: Int, closed: Int) {
         snapshot = fresh
         if let settings = fresh.policy.proxy.keylog { keyLog?.waitSeconds = settings.wait }
+        resolver.giveUpAfter(fresh.policy.proxy.dnsTimeout)
         let open = Array(sessions.values)
         let before = tally.withLock { $0.counters.closedByReload }
         for session in open { session.rejudge(under: fresh) }
