@@ -28,7 +28,8 @@ final class MetricsServer {
     private let loop: EventLoop
     private let listener: OpaquePointer
     private let render: () -> String
-    private var connections: [ObjectIdentifier: MetricsConnection] = [:]
+    /// Oldest first.
+    private var connections: [MetricsConnection] = []
     private var acceptPause: Timer?
     /// The address it listens on (the port the kernel chose for port 0).
     let boundAddress: SocketAddress
@@ -68,6 +69,12 @@ final class MetricsServer {
     }
 
     fileprivate func accept(_ fd: Int32) {
+        // Full: the oldest connection that has not sent its request yet makes room (a real scrape
+        // sends it at once and is answered within a turn of the loop, so it never holds a slot
+        // for long); only when all are being answered is the newcomer refused.
+        if connections.count >= Self.maxConnections, let idle = connections.first(where: { !$0.answered }) {
+            idle.close()
+        }
         guard connections.count < Self.maxConnections else {
             refusedConnections += 1
             answerAndClose(fd, Self.answer(503, "Service Unavailable", "too many metrics connections at once; retry shortly\n",
@@ -76,7 +83,7 @@ final class MetricsServer {
         }
         guard let side = BufferEvent(loop: loop, socket: fd) else { return }
         let connection = MetricsConnection(loop: loop, side: side, server: self)
-        connections[ObjectIdentifier(connection)] = connection
+        connections.append(connection)
         connection.start(deadline: Self.deadlineSeconds)
     }
 
@@ -91,7 +98,7 @@ final class MetricsServer {
     }
 
     fileprivate func closed(_ connection: MetricsConnection) {
-        connections[ObjectIdentifier(connection)] = nil
+        connections.removeAll { $0 === connection }
     }
 
     /// The answer to one complete request head.
@@ -103,16 +110,17 @@ final class MetricsServer {
         let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? target
         guard path == "/metrics" else { return Self.answer(404, "Not Found", "pinproxy serves only /metrics here\n") }
         guard method == "GET" else {
-            return Self.answer(405, "Method Not Allowed", "only GET /metrics\n", extra: "Allow: GET\r\n")
+            // A HEAD answer has no content (RFC 9110 §9.3.2), only the length it would have.
+            return Self.answer(405, "Method Not Allowed", "only GET /metrics\n", extra: "Allow: GET\r\n", withBody: method != "HEAD")
         }
         return Self.answer(200, "OK", render(), contentType: MetricsText.contentType)
     }
 
     static func answer(_ status: Int, _ phrase: String, _ body: String, contentType: String = "text/plain; charset=utf-8",
-                       extra: String = "") -> [UInt8] {
+                       extra: String = "", withBody: Bool = true) -> [UInt8] {
         let bytes = Array(body.utf8)
         let head = "HTTP/1.1 \(status) \(phrase)\r\nContent-Type: \(contentType)\r\nContent-Length: \(bytes.count)\r\n\(extra)Connection: close\r\n\r\n"
-        return Array(head.utf8) + bytes
+        return Array(head.utf8) + (withBody ? bytes : [])
     }
 }
 
@@ -125,7 +133,7 @@ private final class MetricsConnection {
     private let side: BufferEvent
     private weak var server: MetricsServer?
     private var deadline: Timer?
-    private var answered = false
+    private(set) var answered = false
 
     init(loop: EventLoop, side: BufferEvent, server: MetricsServer) {
         self.loop = loop
@@ -160,10 +168,13 @@ private final class MetricsConnection {
         evbuffer_add(side.output, bytes, bytes.count)
     }
 
-    /// The answer is out: close (the read side is off, so a reset for unread bytes cannot cut it).
+    /// The answer is out: half-close, read what the client sent after its request (bounded), then
+    /// close — a close with unread bytes would reset the connection and could cut the answer.
     fileprivate func written() {
         guard answered else { return }
         side.shutdownWrite()
+        var sink = [UInt8](repeating: 0, count: 4096)
+        for _ in 0..<16 where recv(side.fd, &sink, sink.count, Int32(MSG_DONTWAIT)) > 0 {}
         close()
     }
 

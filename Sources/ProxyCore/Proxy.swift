@@ -287,7 +287,24 @@ public final class Proxy: @unchecked Sendable {
         // Round robin: the workers are alike, and a connection's cost is not known at accept.
         let worker = workers[nextWorker]
         nextWorker = (nextWorker + 1) % workers.count
-        if !worker.mailbox.post({ worker.adopt(fd: fd, client: client, id: id) }) { close(fd) }
+        let waiting = worker.handOver(fd: fd, client: client, id: id)
+        if waiting > Self.maxWaitingHandOvers { pauseForWorkers() }
+    }
+
+    /// Accepted descriptors a worker has not taken yet count against no limit: past this many, the
+    /// supervisor stops accepting until the workers have caught up (the kernel's backlog holds the
+    /// next clients meanwhile), so a flood cannot pile descriptors up between the two.
+    static let maxWaitingHandOvers = 128
+    private var workersBehind: Timer?
+
+    private func pauseForWorkers() {
+        guard workersBehind == nil else { return }
+        for listener in listeners { evconnlistener_disable(listener) }
+        workersBehind = Timer(loop: loop, after: 0.002, repeating: true) { [unowned self] in
+            guard stopping || workers.allSatisfy({ $0.waitingHandOvers <= Self.maxWaitingHandOvers / 2 }) else { return }
+            workersBehind = nil
+            if !stopping && acceptPause == nil { for listener in listeners { evconnlistener_enable(listener) } }
+        }
     }
 
     /// EMFILE and friends: stop accepting for a moment instead of spinning (as httpd and NIO do).
@@ -300,7 +317,10 @@ public final class Proxy: @unchecked Sendable {
     /// be answered.
     private func acceptFailed(_ listener: OpaquePointer, errno code: Int32) {
         let outOfDescriptors = code == EMFILE || code == ENFILE
-        let answered = outOfDescriptors && reserve.answerOne(from: evconnlistener_get_fd(listener), with: Self.outOfDescriptorsAnswer)
+        let allowClients = snapshot.policy.proxy.allowClients
+        let answered = outOfDescriptors && reserve.answerOne(from: evconnlistener_get_fd(listener), with: Self.outOfDescriptorsAnswer) {
+            allowClients.contains($0.ip)
+        }
         if answered {
             counters.refused += 1
             counters.refusedByReason[NetworkRefusal.outOfFileDescriptors.rawValue, default: 0] += 1
@@ -315,7 +335,8 @@ public final class Proxy: @unchecked Sendable {
         guard !answered else { return }
         evconnlistener_disable(listener)
         acceptPause = Timer(loop: loop, after: 1) { [unowned self] in
-            if !stopping { evconnlistener_enable(listener) }
+            acceptPause = nil
+            if !stopping && workersBehind == nil { evconnlistener_enable(listener) }
         }
     }
 
@@ -348,6 +369,7 @@ public final class Proxy: @unchecked Sendable {
 
     private func closeListeners() {
         acceptPause = nil
+        workersBehind = nil
         for listener in listeners { evconnlistener_free(listener) }
         listeners = []
     }

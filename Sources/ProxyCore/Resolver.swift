@@ -32,13 +32,13 @@ final class Resolver {
 
     /// `proxy.dns_timeout` is the session's to enforce, and only its timer can tell the client it
     /// was a timeout: evdns reports having given up its retries as "non-recoverable failure", the
-    /// same as a SERVFAIL. So evdns retries within the deadline (an attempt every half of it, at
-    /// least every 2 s) and gives up only after it (three attempts), and a nameserver that never
-    /// answers is a 504 `dns_timeout`, not a 502 `dns_error`.
+    /// same as a SERVFAIL. So evdns retries every 2 s (a lost query, the next nameserver) and makes
+    /// enough attempts to outlast the deadline, and a nameserver that never answers is a 504
+    /// `dns_timeout`, not a 502 `dns_error`.
     func giveUpAfter(_ deadline: Double) {
-        let perAttempt = max(2, Int((deadline / 2).rounded(.up)))
-        evdns_base_set_option(dns, "timeout:", String(perAttempt))
-        evdns_base_set_option(dns, "attempts:", "3")
+        let attempts = min(255, Int((deadline / 2).rounded(.up)) + 1)  // evdns takes at most 255
+        evdns_base_set_option(dns, "timeout:", "2")
+        evdns_base_set_option(dns, "attempts:", String(attempts))
     }
 
     /// Starts a lookup; the request calls back exactly once (also when cancelled, silently).

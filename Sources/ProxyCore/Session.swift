@@ -156,6 +156,23 @@ final class Session {
     /// Ends the session without a refusal: shutdown, a hang-up, the relay's end.
     func finish(_ reason: CloseReason) { perform(machine.ended(reason)) }
 
+    /// Closes a silent connection to make room in a flood, whatever it is doing: one that is
+    /// writing an answer (a 408, a TLS alert for a TLS-speaking client) is closed too, or a flood of
+    /// one-byte connections would keep every descriptor for its answers' linger.
+    func reap() {
+        if case .lingering = machine.state { return release() }
+        finish(.reaped)
+    }
+
+    /// Whether the client, still to send its request, has bytes in the kernel that the loop has not
+    /// read yet: such a connection is about to be read and may be a real client's CONNECT. (Bytes
+    /// already read into the input buffer do not count: a client trickling its head is silent.)
+    var hasUnreadBytes: Bool {
+        guard case .readingRequest = machine.state, let fd = clientSide?.fd, fd >= 0 else { return false }
+        var byte: UInt8 = 0
+        return recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) > 0
+    }
+
     // MARK: carrying out the machine's actions
 
     /// Carries out one action. Leaving a stage drops its pending work first; a callback that
@@ -220,13 +237,13 @@ final class Session {
         case .release:
             release()
         case .close(let reason, let openedTunnel):
-            var relay: Relay?
-            if case .relaying(let r, _) = previous { relay = r }
-            let closed = closeRecord(openedTunnel: openedTunnel, relay: relay)
             if reason == .reaped {
                 release()  // one of thousands in a flood: the worker's summary line speaks for it
                 return
             }
+            var relay: Relay?
+            if case .relaying(let r, _) = previous { relay = r }
+            let closed = closeRecord(openedTunnel: openedTunnel, relay: relay)
             if case .relay(.refused(let refusal)) = reason {
                 worker.log(.streamRefused(refusal, closed))
             } else {

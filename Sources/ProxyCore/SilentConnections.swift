@@ -1,30 +1,43 @@
 import PinPolicy
 
-/// The connections a worker accepted whose first request head has not arrived yet, oldest first,
-/// and which of them to close when there are too many.
+/// The connections a worker accepted whose request head has not arrived yet, oldest first, and
+/// which of them to close when there are too many.
 ///
 /// A flood of connections that never speak must not take the descriptors real clients need. Like
 /// nginx and HAProxy, pinproxy sheds the idlest unauthenticated connections first: past `limit`,
-/// each arrival closes the oldest silent connection of the client address that holds the most. A
-/// real client sends its request within milliseconds of connecting, so it is never the oldest while
-/// a flood goes on; on loopback, where every local process shares 127.0.0.1, "the address that holds
-/// the most" is everyone and the rule is simply oldest first. Connections that have spoken (a CONNECT
-/// in progress, a tunnel) are never counted here: the descriptors outside this limit are their
-/// reserve.
+/// each arrival closes the oldest silent connection; and one client — an address, every loopback
+/// address counting as one (any local process may bind any of 127.0.0.0/8), an IPv6 /64 — may hold
+/// at most half of the limit, past which its own oldest go first. A real client sends its request
+/// within milliseconds of connecting, so it is not the oldest while a flood goes on; and before a
+/// connection is closed the worker asks the kernel whether its bytes have arrived unread (`isSilent`):
+/// one that has spoken is spared. Connections that have spoken are not counted here: the
+/// descriptors outside this limit are their reserve.
 ///
 /// A pure value: the worker feeds it arrivals and departures and closes what it names.
 struct SilentConnections {
-    /// One address's silent connections in arrival order. Ids that left are skipped lazily.
-    private struct Queue {
-        var ids: [Int] = []
-        var head = 0
-        var live = 0
+    /// Who a connection counts against.
+    struct Client: Hashable {
+        let key: [UInt8]
+
+        init(_ address: IPAddress) {
+            let address = address.unmapped
+            let loopback = address.isIPv4 ? address.bytes[0] == 127 : address.bytes == Array(repeating: 0, count: 15) + [1]
+            if loopback {
+                key = []
+            } else if address.isIPv4 {
+                key = address.bytes
+            } else {
+                key = Array(address.bytes.prefix(8))  // one /64: what one IPv6 host is usually given
+            }
+        }
     }
 
     private(set) var limit: Int
-    private var queues: [IPAddress: Queue] = [:]
-    /// Every silent connection and its address.
-    private var members: [Int: IPAddress] = [:]
+    /// Ids in arrival order; those that left are skipped (and dropped when they outnumber the rest).
+    private var order: [Int] = []
+    private var head = 0
+    private var members: [Int: Client] = [:]
+    private var held: [Client: Int] = [:]
 
     init(limit: Int) {
         precondition(limit > 0, "a limit of \(limit) silent connections")
@@ -32,6 +45,10 @@ struct SilentConnections {
     }
 
     var count: Int { members.count }
+    /// What one client may hold.
+    var perClientLimit: Int { max(1, limit / 2) }
+    /// Ids kept in the arrival order, live or not (bounded: see `compact`).
+    var storedIds: Int { order.count - head }
 
     /// The limit follows the descriptor limit, which an operator may change while pinproxy runs.
     /// Lowering it closes nothing at once: the next arrivals do.
@@ -40,46 +57,59 @@ struct SilentConnections {
         self.limit = limit
     }
 
-    /// A connection accepted from `address`. Returns the ids to close now to stay within the limit
-    /// (never `id` itself: the newest is the one most likely to be a real client about to speak).
-    mutating func arrived(_ id: Int, from address: IPAddress) -> [Int] {
-        members[id] = address
-        queues[address, default: Queue()].ids.append(id)
-        queues[address]!.live += 1
+    /// A connection accepted from `address`. Returns the ids to close now to stay within the limits:
+    /// the oldest of a client over its share, else the oldest of all — never `id` itself (the newest
+    /// is the one most likely to be a real client about to speak), never one `isSilent` says is
+    /// being read right now (it stays in the book until it has spoken, and another goes instead).
+    mutating func arrived(_ id: Int, from address: IPAddress, isSilent: (Int) -> Bool) -> [Int] {
+        let client = Client(address)
+        members[id] = client
+        held[client, default: 0] += 1
+        order.append(id)
         var victims: [Int] = []
-        while members.count > limit, let victim = oldestOfBusiestAddress(sparing: id) {
-            victims.append(victim)
-            left(victim)
+        var spared: Set<Int> = [id]
+        while members.count > limit || held[client, default: 0] > perClientLimit {
+            let overShare = held[client, default: 0] > perClientLimit
+            guard let candidate = oldest(of: overShare ? client : nil, sparing: spared) else { break }
+            if isSilent(candidate) {
+                left(candidate)
+                victims.append(candidate)
+            } else {
+                spared.insert(candidate)  // its request is being read now; it leaves when it has spoken
+            }
         }
         return victims
     }
 
     /// The connection sent its request head, or closed: it is no longer silent.
     mutating func left(_ id: Int) {
-        guard let address = members.removeValue(forKey: id), var queue = queues.removeValue(forKey: address) else { return }
-        queue.live -= 1
-        guard queue.live > 0 else { return }
-        // Ids before the first live one are gone for good: skip them, and compact now and then so
-        // the array does not grow with every connection ever accepted.
-        while members[queue.ids[queue.head]] == nil { queue.head += 1 }
-        if queue.head > 32 && queue.head * 2 > queue.ids.count {
-            queue.ids.removeFirst(queue.head)
-            queue.head = 0
-        }
-        queues[address] = queue
+        guard let client = members.removeValue(forKey: id) else { return }
+        held[client]! -= 1
+        if held[client] == 0 { held[client] = nil }
+        compact()
     }
 
-    /// Whether `id` is still waiting for its first request head.
+    /// Whether `id` is still waiting for its request head.
     func contains(_ id: Int) -> Bool { members[id] != nil }
 
-    /// The oldest silent connection of the address holding the most, `spared` not counted.
-    /// Linear in the number of addresses: on loopback there is one; behind `allow_clients` ranges,
-    /// at most `limit`.
-    private func oldestOfBusiestAddress(sparing spared: Int) -> Int? {
-        let sparedAddress = members[spared]
-        func holding(_ entry: (key: IPAddress, value: Queue)) -> Int { entry.value.live - (entry.key == sparedAddress ? 1 : 0) }
-        guard let busiest = queues.max(by: { holding($0) < holding($1) }), holding(busiest) > 0 else { return nil }
-        let queue = busiest.value
-        return queue.ids[queue.head...].first { $0 != spared && members[$0] != nil }
+    /// The oldest member (of `client`, when given) not in `spared`. Over its share, a client holds
+    /// more than half of all members, so its oldest is near the front.
+    private func oldest(of client: Client?, sparing spared: Set<Int>) -> Int? {
+        order[head...].first { id in
+            !spared.contains(id) && members[id].map { client == nil || $0 == client } == true
+        }
+    }
+
+    /// Drops the ids that left from the front, and rebuilds the order when those that left
+    /// outnumber those still in it: the storage stays within twice the members (plus a little).
+    private mutating func compact() {
+        while head < order.count, members[order[head]] == nil { head += 1 }
+        if storedIds > 2 * members.count + 64 {
+            order = order[head...].filter { members[$0] != nil }
+            head = 0
+        } else if head > 64 && head * 2 > order.count {
+            order.removeFirst(head)
+            head = 0
+        }
     }
 }

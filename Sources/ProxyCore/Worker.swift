@@ -127,8 +127,29 @@ final class Worker: @unchecked Sendable {
 
     // MARK: from the supervisor (on this worker's thread, through the mailbox)
 
+    /// Descriptors the supervisor has accepted for this worker that it has not taken yet.
+    private let handOvers = Locked(0)
+    var waitingHandOvers: Int { handOvers.withLock { $0 } }
+
+    /// From the supervisor's thread: posts an accepted connection to this worker. Returns how many
+    /// now wait for it (the supervisor pauses accepting when workers fall behind).
+    func handOver(fd: Int32, client: SocketAddress, id: Int) -> Int {
+        let waiting = handOvers.withLock { count -> Int in
+            count += 1
+            return count
+        }
+        if !mailbox.post({ [self] in
+            handOvers.withLock { $0 -= 1 }
+            adopt(fd: fd, client: client, id: id)
+        }) {
+            handOvers.withLock { $0 -= 1 }
+            close(fd)
+        }
+        return waiting
+    }
+
     /// A connection the supervisor accepted (and found in `allow_clients`).
-    func adopt(fd: Int32, client: SocketAddress, id: Int) {
+    private func adopt(fd: Int32, client: SocketAddress, id: Int) {
         guard !stopping else {
             close(fd)
             return
@@ -137,15 +158,16 @@ final class Worker: @unchecked Sendable {
         sessions[id] = session
         tally.withLock { $0.sessions = sessions.count }
         silent.setLimit(Self.silentLimit(workers: shared.workerCount))
-        let victims = silent.arrived(id, from: client.ip)
+        let victims = silent.arrived(id, from: client.ip) { [sessions] candidate in sessions[candidate]?.hasUnreadBytes == false }
         guard !victims.isEmpty else { return }
-        for victim in victims { sessions[victim]?.finish(.reaped) }
+        let busiest = sessions[victims[0]]?.client.ip ?? client.ip
+        for victim in victims { sessions[victim]?.reap() }
         tally.withLock { $0.counters.silentReaped += victims.count }
         reapedSinceLine += victims.count
         if let suppressed = reapLog.note(at: ContinuousClock.now) {
             logger.emit(LogRecord(.warning, "silent_connections_reaped", [
                 ("reaped", .int(reapedSinceLine)), ("silent", .int(silent.count)), ("limit", .int(silent.limit)),
-                ("client", .string(client.ip.description)), ("worker", .int(index)), ("suppressed", .int(suppressed)),
+                ("client", .string(busiest.description)), ("worker", .int(index)), ("suppressed", .int(suppressed)),
                 ("detail", .string("more connections than the limit have sent no request; the oldest were closed to keep descriptors for clients that speak")),
             ]))
             reapedSinceLine = 0

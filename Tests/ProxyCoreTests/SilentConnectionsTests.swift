@@ -5,56 +5,72 @@ import Testing
 /// Which silent connections a worker closes in a flood, without a socket.
 @Suite struct SilentConnectionsTests {
     let loopback = IPAddress("127.0.0.1")!
-    let other = IPAddress("10.0.0.7")!
+    let otherLoopback = IPAddress("127.45.6.7")!
+    let remote = IPAddress("10.0.0.7")!
+    let remote2 = IPAddress("10.0.0.8")!
+    static let allSilent: @Sendable (Int) -> Bool = { _ in true }
 
     @Test func underTheLimitNothingIsClosed() {
-        var silent = SilentConnections(limit: 3)
-        #expect(silent.arrived(1, from: loopback) == [] && silent.arrived(2, from: loopback) == [] && silent.arrived(3, from: loopback) == [])
+        var silent = SilentConnections(limit: 6)
+        for id in 1...3 { #expect(silent.arrived(id, from: loopback, isSilent: Self.allSilent) == []) }
         #expect(silent.count == 3)
     }
 
     /// Past the limit the oldest goes first, never the newcomer; a connection that spoke is not silent.
     @Test func theOldestSilentConnectionIsClosedFirst() {
         var silent = SilentConnections(limit: 2)
-        _ = silent.arrived(1, from: loopback)
-        _ = silent.arrived(2, from: loopback)
+        _ = silent.arrived(1, from: remote, isSilent: Self.allSilent)
+        _ = silent.arrived(2, from: remote2, isSilent: Self.allSilent)
         silent.left(1)  // it sent its request
-        #expect(silent.arrived(3, from: loopback) == [])
-        #expect(silent.arrived(4, from: loopback) == [2])
-        #expect(silent.arrived(5, from: loopback) == [3])
+        #expect(silent.arrived(3, from: remote, isSilent: Self.allSilent) == [])
+        #expect(silent.arrived(4, from: loopback, isSilent: Self.allSilent) == [2])
+        #expect(silent.arrived(5, from: remote2, isSilent: Self.allSilent) == [3])
         #expect(!silent.contains(3) && silent.contains(4) && silent.contains(5) && silent.count == 2)
     }
 
-    /// The address that holds the most loses its oldest, even when another address's is older.
-    @Test func theBusiestAddressPaysForTheFlood() {
-        var silent = SilentConnections(limit: 4)
-        _ = silent.arrived(1, from: other)
-        for id in 2...4 { _ = silent.arrived(id, from: loopback) }
-        #expect(silent.arrived(5, from: loopback) == [2])
+    /// One client may hold half the limit: past it, its own oldest go, even when another client's
+    /// connection is older. Every loopback address is one client (any local process can bind any).
+    @Test func oneClientHoldsAtMostHalf() {
+        var silent = SilentConnections(limit: 8)
+        _ = silent.arrived(1, from: remote, isSilent: Self.allSilent)
+        for id in 2...5 { #expect(silent.arrived(id, from: id % 2 == 0 ? loopback : otherLoopback, isSilent: Self.allSilent) == []) }
+        #expect(silent.arrived(6, from: otherLoopback, isSilent: Self.allSilent) == [2])
         #expect(silent.contains(1))
-        // A newcomer from a quiet address is spared; the busy address pays again.
-        #expect(silent.arrived(6, from: other) == [3])
+    }
+
+    /// A connection whose request has arrived unread is spared — it stays in the book until it has
+    /// spoken — and the next oldest goes.
+    @Test func aConnectionWithUnreadBytesIsSpared() {
+        var silent = SilentConnections(limit: 4)
+        for (id, address) in [(1, remote), (2, remote2), (3, loopback), (4, loopback)] {
+            _ = silent.arrived(id, from: address, isSilent: Self.allSilent)
+        }
+        #expect(silent.arrived(5, from: remote) { $0 != 1 } == [2])  // 1 is being read: 2 goes instead
+        #expect(silent.contains(1) && silent.count == 4)
+        #expect(silent.arrived(6, from: remote2) { $0 != 1 } == [3])
+        #expect(silent.arrived(7, from: remote2, isSilent: Self.allSilent) == [1])  // still silent later: it goes
     }
 
     /// A lower limit (the descriptor limit was lowered) is applied by the next arrival.
     @Test func aLowerLimitIsAppliedOnTheNextArrival() {
-        var silent = SilentConnections(limit: 10)
-        for id in 1...6 { _ = silent.arrived(id, from: loopback) }
+        var silent = SilentConnections(limit: 20)
+        for id in 1...6 { _ = silent.arrived(id, from: remote, isSilent: Self.allSilent) }
         silent.setLimit(3)
-        #expect(silent.arrived(7, from: loopback) == [1, 2, 3, 4])
+        #expect(silent.arrived(7, from: remote2, isSilent: Self.allSilent) == [1, 2, 3, 4])
         #expect(silent.count == 3)
     }
 
-    /// Thousands of connections that spoke leave nothing behind; the book stays consistent.
+    /// Thousands of connections that spoke, while one stays silent throughout, leave nothing behind:
+    /// the storage stays near the number of members.
     @Test func aLongRunOfSpeakersLeavesNothingBehind() {
         var silent = SilentConnections(limit: 8)
-        _ = silent.arrived(0, from: loopback)  // one stays silent throughout
+        _ = silent.arrived(0, from: loopback, isSilent: Self.allSilent)
         for id in 1...10_000 {
-            #expect(silent.arrived(id, from: loopback) == [])
+            #expect(silent.arrived(id, from: loopback, isSilent: Self.allSilent) == [])
             silent.left(id)
         }
-        #expect(silent.count == 1 && silent.contains(0))
+        #expect(silent.count == 1 && silent.contains(0) && silent.storedIds <= 2 + 64)
         silent.left(0)
-        #expect(silent.count == 0)
+        #expect(silent.count == 0 && silent.storedIds == 0)
     }
 }

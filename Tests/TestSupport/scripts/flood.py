@@ -1,27 +1,35 @@
 #!/usr/bin/env python3
 """Abuse from one local process, bounded in time and count: connections that never speak.
 
-    flood.py silent PORT SECONDS HOLD
+    flood.py silent PORT SECONDS HOLD RATE [FIRST]
 
-Opens connections to 127.0.0.1:PORT as fast as it can for SECONDS, never sending a byte, holding
-at most HOLD at once (past that the oldest is closed, so the pressure goes on). Prints
-`OPENED <n> FAILED <n>` at the end. Loopback only.
+Opens connections to 127.0.0.1:PORT for SECONDS, RATE a second (0: as fast as it can), never reading and never sending
+a byte — or only FIRST (hex, e.g. 16 for a TLS record's first byte) — holding at most HOLD at once
+(past that the oldest is closed, so the pressure goes on). Prints `OPENED <n> FAILED <n>` at the
+end. Loopback only.
 """
 import collections, errno, resource, socket, sys, time
 
-def silent(port, seconds, hold):
+def silent(port, seconds, hold, rate, first=b""):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, hold + 64)), hard))
     held = collections.deque()
     opened = failed = 0
-    deadline = time.monotonic() + seconds
+    start = time.monotonic()
+    deadline = start + seconds
     while time.monotonic() < deadline and opened < 2_000_000:
+        if rate and opened > rate * (time.monotonic() - start):
+            time.sleep(0.002)
+            continue
         if len(held) >= hold:
             held.popleft().close()
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setblocking(False)
         code = s.connect_ex(("127.0.0.1", port))
         if code in (0, errno.EINPROGRESS):
+            if first:
+                try: s.send(first)
+                except OSError: pass  # not connected yet: it stays silent
             held.append(s)
             opened += 1
         else:
@@ -34,4 +42,4 @@ def silent(port, seconds, hold):
 
 if __name__ == "__main__":
     if sys.argv[1] == "silent":
-        silent(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]))
+        silent(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), bytes.fromhex(sys.argv[6]) if len(sys.argv) > 6 else b"")
