@@ -61,4 +61,42 @@ import TestSupport
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.hasPrefix(directory + "/pinproxy.yaml: OK\n"))
     }
+
+    static let markdown = ["README.md"] + ((try? FileManager.default.contentsOfDirectory(atPath: Paths.repository.appendingPathComponent("docs").path)) ?? [])
+        .filter { $0.hasSuffix(".md") }.sorted().map { "docs/" + $0 }
+
+    /// GitHub's anchors for a page's headings: lowercase, punctuation dropped, spaces as hyphens.
+    static func anchors(_ text: String) -> Set<String> {
+        var anchors = Set<String>(), inCode = false
+        for line in text.split(separator: "\n") {
+            if line.hasPrefix("```") { inCode.toggle() }
+            guard !inCode, line.hasPrefix("#"), let space = line.firstIndex(of: " ") else { continue }
+            let title = line[line.index(after: space)...].lowercased()
+            anchors.insert(String(title.unicodeScalars.filter { CharacterSet.alphanumerics.contains($0) || $0 == " " || $0 == "-" || $0 == "_" }
+                .map(Character.init)).replacingOccurrences(of: " ", with: "-"))
+        }
+        return anchors
+    }
+
+    /// Every relative link of the README and the guides leads to a file of the repository (and a
+    /// heading of it), and none cites a design file users do not have.
+    @Test func everyLinkOfTheDocsResolvesInTheRepository() throws {
+        #expect(Self.markdown.count >= 7, "\(Self.markdown)")
+        let link = try NSRegularExpression(pattern: "\\]\\(([^)]+)\\)")
+        for page in Self.markdown {
+            let url = Paths.repository.appendingPathComponent(page)
+            let text = try String(contentsOf: url, encoding: .utf8)
+            for name in ["DESIGN.md", "POLICY.md", "STACK.md", "STYLE.md"] { #expect(!text.contains(name), "\(page) cites \(name)") }
+            for match in link.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+                let target = String(text[Range(match.range(at: 1), in: text)!])
+                guard !target.hasPrefix("http") else { continue }
+                let parts = target.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+                let file = parts[0].isEmpty ? url : url.deletingLastPathComponent().appendingPathComponent(parts[0]).standardizedFileURL
+                #expect(FileManager.default.fileExists(atPath: file.path), "\(page): \(target) is not in the repository")
+                if parts.count == 2, file.pathExtension == "md", let linked = try? String(contentsOf: file, encoding: .utf8) {
+                    #expect(Self.anchors(linked).contains(parts[1]), "\(page): \(target) names no heading")
+                }
+            }
+        }
+    }
 }
