@@ -1,6 +1,6 @@
 import Foundation
 
-/// A warning about a policy that loads but is likely to hurt: rotation hygiene (POLICY.md) and
+/// A warning about a policy that loads but is likely to hurt: rotation hygiene and
 /// exclusions that should be visible choices.
 public struct LintWarning: Hashable, Sendable, CustomStringConvertible {
     public let line: Int

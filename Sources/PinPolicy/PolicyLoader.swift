@@ -1,7 +1,7 @@
 import Foundation
 import Yams
 
-/// Loads a policy file strictly (POLICY.md "Strict loading"): every unknown key, duplicate key, bad
+/// Loads a policy file strictly (docs/policy.md, "Policy file"): every unknown key, duplicate key, bad
 /// value, alias or merge key is an error with file, line and column. All errors are collected, so
 /// one run of `pinproxy check` shows them all.
 public enum PolicyLoader {
@@ -696,7 +696,7 @@ final class PolicyReader {
         return rules
     }
 
-    /// POLICY.md: two rules with the same pattern clash when neither has `ports` or their `ports`
+    /// Two rules with the same pattern clash when neither has `ports` or their `ports`
     /// intersect. One with `ports` beside one without is a port split (the one with `ports` wins).
     private func portsOverlap(_ a: [UInt16]?, _ b: [UInt16]?) -> Bool {
         switch (a, b) {

@@ -26,7 +26,7 @@ final class Resolver {
         // evdns's own retries stay inside proxy.dns_timeout, which the session enforces.
         evdns_base_set_option(dns, "timeout:", "2")
         evdns_base_set_option(dns, "attempts:", "2")
-        // NULL would load only localhost (STACK.md pitfall 6); no hosts file means none at all.
+        // NULL would load only localhost; no hosts file means none at all.
         if let hosts = settings.hostsFile { evdns_base_load_hosts(dns, hosts) }
     }
 
