@@ -13,7 +13,7 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams", exact: "6.2.2"),
     ],
     targets: [
-        // System libraries (STACK.md variant B: one libevent module, explicit links, no duplicate libevent.so).
+        // System libraries: one libevent module, explicit links, no duplicate libevent.so.
         .systemLibrary(name: "CLibevent", pkgConfig: "libevent_core", providers: [.apt(["libevent-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         // Only macros and variadics that Swift cannot import; no logic.

@@ -40,7 +40,7 @@ def cpu_seconds(pids):
     return total / TICK
 
 def write_report(out, name, report, table):
-    """OUT/NAME.json and OUT/NAME.md, then the table on stdout, ready to paste into the README."""
+    """OUT/NAME.json and OUT/NAME.md, then the table on stdout, ready to paste into docs/performance.md."""
     import json
     os.makedirs(out, exist_ok=True)
     json.dump(report, open(os.path.join(out, name + ".json"), "w"), indent=2)

@@ -3,7 +3,7 @@
 #   throughput  one 256 MiB download over HTTPS: direct, through a pinned tunnel, through an unpinned one
 #   latency     50 sequential new HTTPS connections: direct vs pinned (each pinned CONNECT pays a probe)
 #   fan-out     200 concurrent urllib clients through the proxy
-# Prints a markdown table; the README's figures come from it. Numbers on 2 cores vary ~15 %.
+# Prints a markdown table; docs/performance.md's figures come from it. Numbers on 2 cores vary ~15 %.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}

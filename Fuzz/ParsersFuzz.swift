@@ -1,6 +1,6 @@
 // libFuzzer harness for pinproxy's pure parsers: everything that reads bytes from the network or
 // text from a policy file. Built by Fuzz/run.sh with `swiftc -sanitize=fuzzer,address` together
-// with the parser sources (SwiftPM cannot link a fuzzer executable; see STACK.md).
+// with the parser sources (SwiftPM cannot link a fuzzer executable).
 //
 // The first input byte picks the parser; the rest is its input. Besides "does not crash", each
 // target checks a property: what parses must round-trip or re-parse to the same value.

@@ -7,7 +7,7 @@
 # Each target is one line of TARGETS below: its name, its harness, the sources compiled into the
 # same module, and what it links: Yams, or OpenSSL with CShims (the TLS 1.3 flight opener). Seeds come from seed_<name> (a function below) or from
 # Fuzz/seeds/<name>/; a dictionary from Fuzz/<name>.dict if there is one. To add a target, add a
-# line (and a seed function or folder). SwiftPM cannot link a fuzzer executable (STACK.md), so each
+# line (and a seed function or folder). SwiftPM cannot link a fuzzer executable, so each
 # target is compiled with swiftc directly.
 #
 # Output: Fuzz/out/<name>-fuzz, its working corpus Fuzz/out/corpus/<name>/, and any finding as

@@ -1,5 +1,5 @@
-/// A `host:` pattern of the policy (POLICY.md "Patterns and matching"). A wildcard is only ever the
-/// whole leftmost label.
+/// A `host:` pattern of the policy (docs/policy.md, "Patterns and which rule applies"). A wildcard
+/// is only ever the whole leftmost label.
 public enum HostPattern: Hashable, Sendable, CustomStringConvertible {
     /// `a.b.c`: that name only.
     case exact(String)

@@ -1,6 +1,6 @@
 import Foundation
 
-/// A warning about a policy that loads but is likely to hurt: rotation hygiene (POLICY.md) and
+/// A warning about a policy that loads but is likely to hurt: rotation hygiene and
 /// exclusions that should be visible choices.
 public struct LintWarning: Hashable, Sendable, CustomStringConvertible {
     public let line: Int
@@ -112,8 +112,12 @@ extension Policy {
             for entry in rule.pins {
                 lines.append("  \(entry.pin)  at: \(entry.position.rawValue)" + (entry.label.map { "  (\($0))" } ?? ""))
             }
-            switch rule.mode {
-            case .report: lines.append("no match → tunnelled anyway and logged as would-refuse (mode: report)")
+            switch (rule.trust, rule.mode) {
+            case (.pinsOnly, _):
+                // Under pins-only a pinned certificate is the only anchor: no match means no valid
+                // chain, and an invalid chain is refused in every mode.
+                lines.append("no match → refused with 502 Certificate Invalid (chain_invalid: under trust pins-only a pinned certificate is the only anchor; in every mode)")
+            case (_, .report): lines.append("no match → tunnelled anyway and logged as would-refuse (mode: report)")
             default: lines.append("no match → refused with 502 Certificate Pin Mismatch")
             }
             if let expires = rule.expires { lines.append("expires \(RFC3339.format(expires)); after that: on_expiry \(rule.onExpiry?.rawValue ?? "?")") }

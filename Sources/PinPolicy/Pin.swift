@@ -35,7 +35,7 @@ public struct Pin: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// Parses the canonical forms and the aliases of POLICY.md: `sha256/…` (OkHttp), `sha256//…`
+    /// Parses the canonical forms and the aliases pinproxy.yaml(5) lists: `sha256/…` (OkHttp), `sha256//…`
     /// (curl), `pin-sha256="…"` (HPKP), all SPKI pins.
     public static func parse(_ raw: String) -> Result<Pin, Problem> {
         let text = raw.trimmingSpacesAndTabs

@@ -63,7 +63,7 @@ public enum Admission: Hashable, Sendable {
 }
 
 extension Policy {
-    /// Steps 1–3 of POLICY.md's verdict order, before any network I/O: client, port, IP-literal
+    /// Steps 1–3 of "How a CONNECT is decided" (docs/policy.md), before any network I/O: client, port, IP-literal
     /// destination, then the rule (or the `unpinned` default).
     public func admit(_ authority: Authority, client: IPAddress?) -> Admission {
         if let client, !proxy.allowClients.contains(client) {
@@ -85,7 +85,7 @@ extension Policy {
         return .probe(rule)
     }
 
-    /// Steps 5–8 of POLICY.md's verdict order, on the result of validating the upstream's chain
+    /// Steps 4–7 of "How a CONNECT is decided" (docs/policy.md), on the result of validating the upstream's chain
     /// under `rule.trust`. First failure wins:
     ///
     /// 1. the chain did not validate, or the hostname did not match → refuse in every mode

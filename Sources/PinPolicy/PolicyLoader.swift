@@ -1,7 +1,7 @@
 import Foundation
 import Yams
 
-/// Loads a policy file strictly (POLICY.md "Strict loading"): every unknown key, duplicate key, bad
+/// Loads a policy file strictly (docs/policy.md, "Policy file"): every unknown key, duplicate key, bad
 /// value, alias or merge key is an error with file, line and column. All errors are collected, so
 /// one run of `pinproxy check` shows them all.
 public enum PolicyLoader {
@@ -185,7 +185,8 @@ final class PolicyReader {
         return true
     }
 
-    func fields(_ node: Node, _ what: String, allowed: [String]) -> Fields? {
+    func fields(_ node: Node, _ what: String, allowed section: PolicySection) -> Fields? {
+        let allowed = section.keys
         guard case .mapping(let mapping) = node else {
             fail(node, "\(what) must be a mapping (key: value)")
             return nil
@@ -305,7 +306,7 @@ final class PolicyReader {
     static let topKeys = ["version", "proxy", "defaults", "resolve", "deny", "pinsets", "rules", "debug"]
 
     func readPolicy(_ root: Node) -> Policy? {
-        guard rejectAliases(root, notBefore: nil), let top = fields(root, "the policy file", allowed: Self.topKeys) else { return nil }
+        guard rejectAliases(root, notBefore: nil), let top = fields(root, "the policy file", allowed: .top) else { return nil }
         if let v = top["version"] {
             if string(v, "version") != "1" { fail(v, "version must be 1 (the only policy format so far)") }
         } else {
@@ -344,7 +345,7 @@ final class PolicyReader {
 
     func readProxy(_ node: Node) -> ProxySettings {
         var settings = ProxySettings()
-        guard let f = fields(node, "proxy", allowed: Self.proxyKeys) else { return settings }
+        guard let f = fields(node, "proxy", allowed: .proxy) else { return settings }
         if let n = f["listen"], let items = list(n, "proxy.listen", example: "[\"127.0.0.1:3128\", \"[::1]:3128\"]") {
             var addresses: [SocketAddress] = []
             for item in items {
@@ -413,7 +414,7 @@ final class PolicyReader {
     /// `proxy.keylog: { path: PATH, wait: DURATION, mode: "0622" }`. The path's directory must be on
     /// tmpfs or ramfs: the file holds TLS secrets, which must never reach persistent storage.
     func readKeyLog(_ node: Node) -> KeyLogSettings? {
-        guard let f = fields(node, "proxy.keylog", allowed: ["path", "wait", "mode"]) else { return nil }
+        guard let f = fields(node, "proxy.keylog", allowed: .keylog) else { return nil }
         guard let p = f["path"] else {
             fail(node, "proxy.keylog needs 'path:', the file clients name in SSLKEYLOGFILE, e.g. /run/pinproxy/keylog")
             return nil
@@ -513,7 +514,7 @@ final class PolicyReader {
 
     func readDNS(_ node: Node) -> DNSSettings {
         var dns = DNSSettings()
-        guard let f = fields(node, "proxy.dns", allowed: ["nameservers", "hosts_file"]) else { return dns }
+        guard let f = fields(node, "proxy.dns", allowed: .dns) else { return dns }
         if let n = f["nameservers"] {
             if case .scalar = n {
                 if string(n, "proxy.dns.nameservers") != "system" {
@@ -541,7 +542,7 @@ final class PolicyReader {
     // MARK: defaults
 
     func readDefaults(_ node: Node) -> PolicyDefaults? {
-        guard let f = fields(node, "defaults", allowed: ["unpinned", "trust", "require_backup", "require_keylog"]) else { return nil }
+        guard let f = fields(node, "defaults", allowed: .defaults) else { return nil }
         guard let u = f["unpinned"] else {
             fail(node, "defaults.unpinned is required: 'allow' (tunnel hosts no rule matches, unverified) or 'deny' (refuse them)")
             return nil
@@ -579,6 +580,10 @@ final class PolicyReader {
     // MARK: pins
 
     static let pinKeys = ["pin", "file", "kind", "at", "label"]
+    static let dnsKeys = ["nameservers", "hosts_file"]
+    static let keylogKeys = ["path", "wait", "mode"]
+    static let defaultsKeys = ["unpinned", "trust", "require_backup", "require_keylog"]
+    static let debugKeys = ["until", "hosts"]
 
     /// A list of pins: each a pin string, or a mapping with `pin` or `file`, and `at`, `label`, `kind`.
     func pinEntries(_ node: Node, _ what: String) -> [PinEntry] {
@@ -589,7 +594,7 @@ final class PolicyReader {
                 if let text = string(item, "a pin"), let pin = pin(text, item) { entries.append(PinEntry(pin: pin, line: item.mark?.line ?? 0)) }
                 continue
             }
-            guard let f = fields(item, "a pin entry", allowed: Self.pinKeys) else { continue }
+            guard let f = fields(item, "a pin entry", allowed: .pinEntry) else { continue }
             var pin: Pin?
             var file: String?
             var notAfter: Date?
@@ -691,7 +696,7 @@ final class PolicyReader {
         return rules
     }
 
-    /// POLICY.md: two rules with the same pattern clash when neither has `ports` or their `ports`
+    /// Two rules with the same pattern clash when neither has `ports` or their `ports`
     /// intersect. One with `ports` beside one without is a port split (the one with `ports` wins).
     private func portsOverlap(_ a: [UInt16]?, _ b: [UInt16]?) -> Bool {
         switch (a, b) {
@@ -702,7 +707,7 @@ final class PolicyReader {
     }
 
     func readRule(_ node: Node, proxy: ProxySettings, defaults: PolicyDefaults?, pinsets: [String: [PinEntry]]) -> Rule? {
-        guard let f = fields(node, "a rule", allowed: Self.ruleKeys) else { return nil }
+        guard let f = fields(node, "a rule", allowed: .rule) else { return nil }
         let line = node.mark?.line ?? 0
         var pattern: RulePattern?
         switch (f["host"], f["ip"]) {
@@ -785,7 +790,7 @@ final class PolicyReader {
     // MARK: debug, resolve
 
     func readDebug(_ node: Node) -> DebugBypass? {
-        guard let f = fields(node, "debug", allowed: ["until", "hosts"]) else { return nil }
+        guard let f = fields(node, "debug", allowed: .debug) else { return nil }
         guard let u = f["until"] else {
             fail(node, "debug needs 'until:' (an RFC 3339 time): a bypass always ends")
             return nil
@@ -942,4 +947,29 @@ struct NestingScan {
         }
         return false
     }
+}
+
+/// Where in the file a key stands, and the keys the loader accepts there: `fields` checks every
+/// mapping's keys against exactly one of these, so this is the whole list of keys a policy may use
+/// (and what pinproxy.yaml(5) must document: ManPageTests). The raw value is the key's path prefix
+/// as the man page writes it (`proxy.keylog.wait`, `rules[].host`, `pins[].at`).
+public enum PolicySection: String, CaseIterable, Sendable {
+    case top = "", proxy = "proxy", dns = "proxy.dns", keylog = "proxy.keylog", defaults = "defaults",
+         rule = "rules[]", pinEntry = "pins[]", debug = "debug"
+
+    public var keys: [String] {
+        switch self {
+        case .top: PolicyReader.topKeys
+        case .proxy: PolicyReader.proxyKeys
+        case .dns: PolicyReader.dnsKeys
+        case .keylog: PolicyReader.keylogKeys
+        case .defaults: PolicyReader.defaultsKeys
+        case .rule: PolicyReader.ruleKeys
+        case .pinEntry: PolicyReader.pinKeys
+        case .debug: PolicyReader.debugKeys
+        }
+    }
+
+    /// Each key with its path: `version`, `proxy.listen`, `rules[].host`.
+    public var paths: [String] { keys.map { rawValue.isEmpty ? $0 : "\(rawValue).\($0)" } }
 }

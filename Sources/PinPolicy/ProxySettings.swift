@@ -73,7 +73,7 @@ public struct UpstreamProxy: Hashable, Sendable, CustomStringConvertible {
     public var description: String { "http://\(address)" }
 }
 
-/// The `proxy:` section, with POLICY.md's defaults. Durations are in seconds.
+/// The `proxy:` section, with the defaults pinproxy.yaml(5) documents. Durations are in seconds.
 public struct ProxySettings: Hashable, Sendable {
     public var listen: [SocketAddress] = [SocketAddress(ip: IPAddress("127.0.0.1")!, port: 3128)]
     public var allowClients: AddressSet = AddressSet.parse(["loopback"])!

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Renders a record straight into the bytes of its line: logfmt or JSON, byte for byte what the
-/// README's log reference shows. Every tunnel costs two such lines on the event loop's thread, so
+/// log reference (docs/logs.md) shows. Every tunnel costs two such lines on the event loop's thread, so
 /// this appends ASCII bytes to one buffer instead of building and joining a `String` per key; only a
 /// value with bytes outside ASCII (a host or subject from the network) takes the scalar-by-scalar
 /// path of `jsonString`.

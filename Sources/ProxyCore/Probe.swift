@@ -45,7 +45,7 @@ final class Probe {
         }
         self.bev = bev
         bufferevent_setcb(bev, nil, nil, { bev, what, ctx in
-            let savedErrno = errno  // first thing: later calls overwrite it (STACK.md pitfall 11)
+            let savedErrno = errno  // first thing: any later call may overwrite it
             let probe = Unmanaged<Probe>.fromOpaque(ctx!).takeUnretainedValue()
             withExtendedLifetime(probe) { probe.onEvent(what, errno: savedErrno) }
         }, Unmanaged.passUnretained(self).toOpaque())

@@ -24,7 +24,7 @@ final class Resolver {
             for server in servers { _ = server.withSockaddr { evdns_base_nameserver_sockaddr_add(dns, $0, socklen_t($1), 0) } }
         }
         giveUpAfter(deadline)
-        // NULL would load only localhost (STACK.md pitfall 6); no hosts file means none at all.
+        // NULL would load only localhost; no hosts file means none at all.
         if let hosts = settings.hostsFile { evdns_base_load_hosts(dns, hosts) }
     }
 

@@ -281,7 +281,7 @@ enum SessionLog {
         case .network(.upstreamProxyRefused):
             return "the parent proxy (proxy.upstream_proxy) refused or failed this CONNECT; its status is passed on. Check proxy.upstream_proxy_credentials_file, or ask the parent's operator"
         case .network(.badRequest), .network(.methodNotAllowed), .network(.requestTooLarge), .network(.headerTimeout):
-            return "the client sent no valid CONNECT request; see the README's log reference"
+            return "the client sent no valid CONNECT request; see the log reference, docs/logs.md"
         case .network(.plainHTTPToPinnedHost), .network(.plainHTTPRefused), .network(.plainPortNotAllowed), .network(.badUpstreamResponse):
             return PlainLog.hint(for: Refusal(code, detail: ""))
         }

@@ -28,12 +28,16 @@ public final class ProbeTLSContext: @unchecked Sendable {
 /// How a server proved, in the probe's own handshake, that it holds the key of the leaf it sent.
 /// Anyone can replay a site's public chain; only the key holder can sign the handshake.
 public enum KeyProof: String, Sendable {
-    /// The handshake completed: the server's Finished verified (TLS 1.2 RSA key exchange proves
-    /// the key this way: only the key holder could decrypt the premaster secret).
+    /// The handshake completed: the server's Finished verified. What every ordinary probe logs,
+    /// TLS 1.3 included (a TLS 1.3 client completes only after the server's CertificateVerify and
+    /// Finished verified), and how TLS 1.2 RSA key exchange proves the key (only the key holder
+    /// could decrypt the premaster secret).
     case handshakeCompleted = "handshake"
-    /// TLS 1.3: CertificateVerify (RFC 8446 §4.4.3) verified, and the server's Finished followed.
+    /// TLS 1.3, the handshake not completed: CertificateVerify (RFC 8446 §4.4.3) verified, and the
+    /// server's Finished followed (a server that hung up before the probe's own Finished went out).
     case certificateVerify = "certificate_verify"
-    /// TLS 1.2 (EC)DHE: the signed ServerKeyExchange (RFC 5246 §7.4.3) verified.
+    /// TLS 1.2 (EC)DHE, the handshake not completed: the signed ServerKeyExchange (RFC 5246 §7.4.3)
+    /// verified (a server that then asked for a client certificate and aborted).
     case serverKeyExchange = "server_key_exchange"
 }
 

@@ -2,13 +2,13 @@ import Foundation
 import Testing
 import TestSupport
 
-/// The README's log reference is the interface: the keys it documents are exactly the keys the
-/// proxy emits, in text and in JSON, and every emitted event is documented.
+/// The log reference (docs/logs.md) is the interface: the keys it documents are exactly the keys
+/// the proxy emits, in text and in JSON, and every emitted event is documented.
 @Suite(.serialized) struct LogReferenceTests {
-    static let readme = (try? String(contentsOfFile: Paths.repository.appendingPathComponent("README.md").path, encoding: .utf8)) ?? ""
+    static let reference = (try? String(contentsOfFile: Paths.repository.appendingPathComponent("docs/logs.md").path, encoding: .utf8)) ?? ""
 
     static func table(after heading: String) -> [String] {
-        guard let section = readme.components(separatedBy: heading).dropFirst().first?.components(separatedBy: "\n### ").first else { return [] }
+        guard let section = reference.components(separatedBy: heading).dropFirst().first?.components(separatedBy: "\n### ").first else { return [] }
         return section.split(separator: "\n").filter { $0.hasPrefix("| `") }.flatMap { row in
             row.split(separator: "|").first!.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "`")) }
         }
@@ -101,7 +101,7 @@ import TestSupport
         return (events, keys)
     }
 
-    @Test func theREADMEKeyTableEqualsTheKeysEmittedInBothFormats() throws {
+    @Test func theLogReferenceKeyTableEqualsTheKeysEmittedInBothFormats() throws {
         let documentedKeys = Set(Self.table(after: "### Log keys"))
         let documentedEvents = Set(Self.table(after: "### Events"))
         #expect(documentedKeys.count > 60 && documentedEvents.count > 15)

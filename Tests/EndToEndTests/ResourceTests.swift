@@ -48,7 +48,7 @@ import TestSupport
     /// read could not pass on (with bookkeeping, ≤ 300 KiB per tunnel); the splice relay holds it in
     /// a pipe, in the kernel, so the process's memory hardly grows. (In the bufferevent stage, before,
     /// the bound was 512 KiB of queued data, about 530 KiB of memory.) When they end, the memory goes back.
-    @Test(arguments: ["copy", "splice"]) func aStalledTunnelCostsWhatTheREADMESays(method: String) throws {
+    @Test(arguments: ["copy", "splice"]) func aStalledTunnelCostsWhatTheDocsSay(method: String) throws {
         let server = try Upstream("leaf-ec256", name: "bulk", mode: "bulk")
         let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.leafEC)), proxy: "idle_timeout: 4s\nrelay: \(method)\nworkers: 1"),
                                      environment: relayEnvironment(method))

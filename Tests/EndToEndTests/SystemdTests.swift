@@ -15,7 +15,16 @@ import TestSupport
 
     @Test func unitVerifiesAndIsWellSandboxed() throws {
         let unit = try localUnit()
-        let verify = try run("/usr/bin/systemd-analyze", ["verify", unit])
+        // verify runs man(1) for the unit's Documentation=man: pages: give it docs/man as installed.
+        let manual = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: manual) }
+        for (page, section) in [("pinproxy.8", "man8"), ("pinproxy.yaml.5", "man5")] {
+            try FileManager.default.createDirectory(atPath: "\(manual)/\(section)", withIntermediateDirectories: true)
+            try FileManager.default.copyItem(atPath: Paths.repository.appendingPathComponent("docs/man/\(page)").path, toPath: "\(manual)/\(section)/\(page)")
+        }
+        var environment = ProcessInfo.processInfo.environment
+        environment["MANPATH"] = manual
+        let verify = try run("/usr/bin/systemd-analyze", ["verify", unit], environment: environment)
         #expect(verify.status == 0, "\(verify.stderr)")
         #expect(verify.stderr.isEmpty, "\(verify.stderr)")
         let security = try run("/usr/bin/systemd-analyze", ["security", "--offline=yes", unit])

@@ -1,7 +1,8 @@
 import Testing
 @testable import PinPolicy
 
-/// CONNECT targets and host names, as POLICY.md "Patterns and matching" and DESIGN.md step 1 say.
+/// CONNECT targets and host names, as docs/policy.md says ("Patterns and which rule applies", and
+/// step 1 of "How a tunnel runs").
 @Suite struct AuthorityTests {
     @Test(arguments: [
         ("api.example.com:443", "api.example.com", 443),

@@ -53,4 +53,12 @@ import Testing
         #expect(p.explain(try Authority.parse("example.org:443").get()).last == "no rule matches; defaults.unpinned is allow → tunnelled without any certificate check (logged as tunnel_unpinned)")
         #expect(p.explain(try Authority.parse("example.org:8443").get()).last?.contains("port 8443 is not in proxy.allowed_ports") == true)
     }
+
+    /// Under pins-only an unmatched chain has no anchor: the proxy refuses it as chain_invalid (502
+    /// Certificate Invalid) in every mode, and the explanation says so rather than "Pin Mismatch".
+    @Test(arguments: ["enforce", "report"]) func explainUnderPinsOnlySaysChainInvalid(mode: String) throws {
+        let p = try load(header + "rules:\n  - host: a.test\n    trust: pins-only\n    mode: \(mode)\n    pins: [\"\(pinA)\", \"\(pinB)\"]\n").get()
+        #expect(p.explain(try Authority.parse("a.test:443").get()).last
+            == "no match → refused with 502 Certificate Invalid (chain_invalid: under trust pins-only a pinned certificate is the only anchor; in every mode)")
+    }
 }

@@ -116,7 +116,7 @@ cat rogue-leaf.pem good-intermediate.pem > rogue-with-good-intermediate.chain.pe
 cat good-root.pem rogue-root.pem > both-roots.pem
 rm -f ./*.srl ca.cnf leaf.cnf
 
-# Independent pins: the pipeline from POLICY.md, and the DER certificate hash.
+# Independent pins: the openssl pipeline docs/policy.md gives ("The workflow"), and the DER certificate hash.
 for cert in good-root good-intermediate leaf-rsa2048 leaf-ec256 leaf-ec256-renewed leaf-rotated leaf-ed25519 \
             leaf-other-name leaf-ip leaf-expired rogue-root rogue-leaf self-signed; do
   spki=$(openssl x509 -in "$cert.pem" -pubkey -noout | openssl pkey -pubin -outform DER | openssl dgst -sha256 -binary | base64)

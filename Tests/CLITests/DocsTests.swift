@@ -1,0 +1,102 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The man pages (docs/man/) render without a warning and pinproxy(8) has every subcommand and
+/// every option `--help` shows; the policy guide's full example passes `check` as written.
+@Suite struct DocsTests {
+    static let pages = ["docs/man/pinproxy.8", "docs/man/pinproxy.yaml.5"]
+
+    /// The page as man(1) renders it, and what man and groff said on stderr.
+    static func render(_ page: String) throws -> Run {
+        try run("/usr/bin/man", ["--warnings", "-l", Paths.repository.appendingPathComponent(page).path],
+                environment: ["MANWIDTH": "100", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"], timeout: 60)
+    }
+
+    @Test(arguments: pages) func theManPageRendersWithoutAWarning(page: String) throws {
+        let r = try Self.render(page)
+        #expect(r.status == 0)
+        #expect(r.stderr.isEmpty, "\(page): \(r.stderr)")
+        #expect(r.stdout.contains("NAME") && r.stdout.contains("SEE ALSO"))
+    }
+
+    /// `--long-option`s in a help text or a rendered page.
+    static func options(in text: String) -> Set<String> {
+        let pattern = try! NSRegularExpression(pattern: "--[a-z][a-z-]*")
+        return Set(pattern.matches(in: text, range: NSRange(text.startIndex..., in: text)).map { String(text[Range($0.range, in: text)!]) })
+    }
+
+    @Test func pinproxy8HasEveryCommandAndOptionOfTheHelp() throws {
+        let page = try Self.render("docs/man/pinproxy.8").stdout
+        let sections = ["NAME", "SYNOPSIS", "DESCRIPTION", "COMMANDS", "OPTIONS", "FILES", "SIGNALS", "ENVIRONMENT", "EXIT STATUS", "EXAMPLES", "SEE ALSO"]
+        #expect(sections.filter { !page.contains("\n\($0)\n") }.isEmpty, "missing sections")
+        let top = try pinproxy("--help").stdout
+        // "  run                     Run the proxy."
+        let row = try NSRegularExpression(pattern: "^  ([a-z][a-z-]*)  +\\S", options: .anchorsMatchLines)
+        let listing = top.components(separatedBy: "SUBCOMMANDS:").last!
+        let subcommands = row.matches(in: listing, range: NSRange(listing.startIndex..., in: listing)).map { String(listing[Range($0.range(at: 1), in: listing)!]) }
+        #expect(Set(["run", "check", "pin"]).isSubset(of: subcommands), "\(subcommands)")
+        for command in subcommands {
+            #expect(page.contains("\n       \(command) ") || page.contains("\n       \(command)\n"), "COMMANDS lacks \(command)")
+            let help = try pinproxy(command, "--help").stdout
+            let missing = Self.options(in: help).subtracting(Self.options(in: page))
+            #expect(missing.isEmpty, "pinproxy(8) lacks \(command)'s \(missing.sorted())")
+        }
+        #expect(Self.options(in: top).subtracting(Self.options(in: page)).isEmpty)
+    }
+
+    /// The example under "Policy file" in docs/policy.md, with the pin file it names next to it.
+    @Test func thePolicyGuidesFullExamplePassesCheck() throws {
+        let guide = try String(contentsOf: Paths.repository.appendingPathComponent("docs/policy.md"), encoding: .utf8)
+        let section = try #require(guide.components(separatedBy: "\n## Policy file\n").dropFirst().first)
+        let example = try #require(section.components(separatedBy: "```yaml\n").dropFirst().first?.components(separatedBy: "\n```").first)
+        #expect(example.contains("rules:") && example.contains("pinsets:"))
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory + "/keys", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: Paths.repository.appendingPathComponent("config/examples/keys/example-backup.pub.pem").path,
+                                         toPath: directory + "/keys/example-backup.pub.pem")
+        try example.write(toFile: directory + "/pinproxy.yaml", atomically: true, encoding: .utf8)
+        let r = try pinproxy("check", "--config", directory + "/pinproxy.yaml")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.hasPrefix(directory + "/pinproxy.yaml: OK\n"))
+    }
+
+    static let markdown = ["README.md"] + ((try? FileManager.default.contentsOfDirectory(atPath: Paths.repository.appendingPathComponent("docs").path)) ?? [])
+        .filter { $0.hasSuffix(".md") }.sorted().map { "docs/" + $0 }
+
+    /// GitHub's anchors for a page's headings: lowercase, punctuation dropped, spaces as hyphens.
+    static func anchors(_ text: String) -> Set<String> {
+        var anchors = Set<String>(), inCode = false
+        for line in text.split(separator: "\n") {
+            if line.hasPrefix("```") { inCode.toggle() }
+            guard !inCode, line.hasPrefix("#"), let space = line.firstIndex(of: " ") else { continue }
+            let title = line[line.index(after: space)...].lowercased()
+            anchors.insert(String(title.unicodeScalars.filter { CharacterSet.alphanumerics.contains($0) || $0 == " " || $0 == "-" || $0 == "_" }
+                .map(Character.init)).replacingOccurrences(of: " ", with: "-"))
+        }
+        return anchors
+    }
+
+    /// Every relative link of the README and the guides leads to a file of the repository (and a
+    /// heading of it), and none cites a design file users do not have.
+    @Test func everyLinkOfTheDocsResolvesInTheRepository() throws {
+        #expect(Self.markdown.count >= 7, "\(Self.markdown)")
+        let link = try NSRegularExpression(pattern: "\\]\\(([^)]+)\\)")
+        for page in Self.markdown {
+            let url = Paths.repository.appendingPathComponent(page)
+            let text = try String(contentsOf: url, encoding: .utf8)
+            for name in ["DESIGN.md", "POLICY.md", "STACK.md", "STYLE.md"] { #expect(!text.contains(name), "\(page) cites \(name)") }
+            for match in link.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+                let target = String(text[Range(match.range(at: 1), in: text)!])
+                guard !target.hasPrefix("http") else { continue }
+                let parts = target.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+                let file = parts[0].isEmpty ? url : url.deletingLastPathComponent().appendingPathComponent(parts[0]).standardizedFileURL
+                #expect(FileManager.default.fileExists(atPath: file.path), "\(page): \(target) is not in the repository")
+                if parts.count == 2, file.pathExtension == "md", let linked = try? String(contentsOf: file, encoding: .utf8) {
+                    #expect(Self.anchors(linked).contains(parts[1]), "\(page): \(target) names no heading")
+                }
+            }
+        }
+    }
+}
