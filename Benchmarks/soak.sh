@@ -79,7 +79,7 @@ helper() {  # helper NAME ARGS...: start a helper that prints 'PORT <n>', set po
   local name=$1; shift
   child python3 "$@" <&9 >"$work/$name.port" 2>"$work/$name.err" &
   jobs_started+=($!)
-  for _ in $(seq 100); do grep -q '^PORT ' "$work/$name.port" && break; sleep 0.1; done
+  for _ in $(seq 100); do grep -qs '^PORT ' "$work/$name.port" && break; sleep 0.1; done
   ports[$name]=$(awk '/^PORT / {print $2}' "$work/$name.port")
   [[ -n ${ports[$name]} ]] || { echo "helper $name did not start: $(cat "$work/$name.err")" >&2; exit 1; }
 }

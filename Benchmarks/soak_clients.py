@@ -385,7 +385,10 @@ def k_keylogflood(a, ports, i):
     if size > KEYLOG_CAP:
         KEYLOG_STOPPED = True
         raise RuntimeError("keylogflood: the key-log file reached %d MiB; writer stopped" % (size >> 20))
-    block, piece = KEYLOG_BLOCK, max(176, int(a.keylog_rate / 100))
+    # whole lines per write: an O_APPEND write is not split, so a client's own line lands between
+    # two flood lines and never inside one
+    block, line = KEYLOG_BLOCK, KEYLOG_BLOCK.index(b"\n") + 1
+    piece = max(1, int(a.keylog_rate / 100) // line) * line
     with open(a.keylog, "ab", buffering=0) as f:
         end = time.time() + 1.0
         offset = 0
