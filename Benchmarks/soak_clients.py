@@ -12,11 +12,21 @@
         resets     bursts of CONNECT 127.0.0.1:<flood>, send, half-close, reset without reading
         slow       the CONNECT head one byte every 200 ms, then TLS and a GET: must work
         stall      half a CONNECT head, then nothing: must get 408 at header_timeout
-        garbage    random bytes ending in CRLFCRLF: must get 400, 405 or 431
+        garbage    random bytes → 400/405/431; plain GET to a pinned host → 403; a ClientHello to the
+                   proxy → a TLS alert; a 9 KB CONNECT target → 431
         neverread  a good tunnel to a bulk server; read 1 KiB, stop reading for a few seconds, close
+      and the abuse of issue 16:
+        silentflood     connections from 127.0.0.2 that never speak, --flood-rate a second, --flood-hold held
+        plaincut        plain-HTTP exchanges to soak_plain.py cut by a reset or a close at each stage in turn
+        plainabandon    a plain GET to soak_plain.py's silent path; the client leaves after 1 s
+        http10          GET … HTTP/1.0 to plainhttp.py's chunked answer: must come de-chunked
+        sniscope        CONNECT to a report-mode host with the SNI of an enforced one: must be closed
+        metricstrickle  a /metrics head one byte every 1.5 s: must be closed at 5 s
+        scrape          GET /metrics: must be 200
+        keylogflood     CLIENT_RANDOM lines appended to --keylog at --keylog-rate bytes a second
   soak_clients.py sample --until T --proxy PORT --ports JSON --pid PID --log FILE --csv FILE --results DIR
-      every --every seconds: VmRSS, open fds, active tunnels (last `stats` line), and the setup latency
-      of one pinned CONNECT (-> 200, then TLS + GET to assert the body)
+      every --every seconds: VmRSS, open fds, active tunnels and silent_reaped (last `stats` line), the
+      key-log file's size, and the setup latency of one pinned CONNECT (-> 200, then TLS + GET)
   soak_clients.py summary --csv FILE --results DIR --log FILE ...   markdown summary and verdict (exit 1: fail)
 """
 import argparse, collections, errno, json, os, random, resource, socket, ssl, statistics, struct, subprocess, sys, threading, time
@@ -155,18 +165,34 @@ def k_stall(a, ports, i):
 
 
 def k_garbage(a, ports, i):
-    variants = [lambda: bytes(random.getrandbits(8) for _ in range(random.randint(1, 300))).replace(b"\r\n\r\n", b"") + b"\r\n\r\n",
-                lambda: b"GET http://%s/ HTTP/1.1\r\nHost: x\r\n\r\n" % GOOD_HOST.encode(),
-                lambda: b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + os.urandom(64) + b"\r\n\r\n",
-                lambda: b"CONNECT " + b"a" * 9000 + b":443 HTTP/1.1\r\n\r\n"]
+    """Four kinds of request pinproxy does not serve, each with its own answer: random bytes after a
+    letter (0x04, 0x05 and 0x16 would read as SOCKS or TLS) → 400/405/431; plain HTTP to a pinned
+    host → 403 (a downgrade); a TLS ClientHello sent to the proxy itself → a fatal handshake_failure
+    alert; a 9 KB CONNECT target → 431."""
+    variants = [(lambda: bytes([random.randint(0x41, 0x5a)]) + bytes(random.getrandbits(8) for _ in range(random.randint(0, 300))).replace(b"\r\n\r\n", b"") + b"\r\n\r\n",
+                 lambda got: got.split(b" ")[1:2] in ([b"400"], [b"405"], [b"431"])),
+                (lambda: b"GET http://%s/ HTTP/1.1\r\nHost: x\r\n\r\n" % GOOD_HOST.encode(),
+                 lambda got: got.startswith(b"HTTP/1.1 403 Pinned Host Requires HTTPS\r\n")),
+                (lambda: b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + os.urandom(64) + b"\r\n\r\n",
+                 lambda got: got[:1] == b"\x15" and got[5:7] == b"\x02\x28"),
+                (lambda: b"CONNECT " + b"a" * 9000 + b":443 HTTP/1.1\r\n\r\n",
+                 lambda got: got.startswith(b"HTTP/1.1 431 "))]
+    request, expected = variants[i % len(variants)]
     s = socket.create_connection(("127.0.0.1", a.proxy), timeout=TIMEOUT)
     try:
-        s.sendall(variants[i % len(variants)]())
+        s.sendall(request())
     except OSError:
         pass  # the proxy may answer and close before it has read everything
-    line = read_head(s)
+    got = b""
+    try:
+        while b"\r\n\r\n" not in got and len(got) < 8192:
+            chunk = s.recv(4096)
+            if not chunk: break
+            got += chunk
+    except OSError:
+        pass  # answered, then reset: what arrived is judged
     s.close()
-    if line.split(" ")[1:2] not in (["400"], ["405"], ["431"]): raise RuntimeError("garbage: %r" % line)
+    if not expected(got): raise RuntimeError("garbage variant %d: %r" % (i % len(variants), got[:60]))
 
 
 def k_neverread(a, ports, i):
@@ -509,7 +535,7 @@ EXPECT = {"curl": "good tunnel, body asserted (curl, TLS 1.2/1.3)", "urllib": "g
           "neverread": "good tunnel to a bulk server, 3 s not reading",
           "rogue": "rogue-CA server → 502 Certificate Pin Mismatch", "replay": "replayed chain, no key → 502 TLS Handshake Failed",
           "resets": "CONNECT to a flood server, send, reset", "stall": "half a head → 408 at header_timeout",
-          "garbage": "random bytes / GET / 9 KB target → 400/405/431",
+          "garbage": "random bytes → 400/405/431, plain GET to a pinned host → 403, TLS to the proxy → alert, 9 KB target → 431",
           "silentflood": "seconds of silent connections from 127.0.0.2, held rolling; the proxy reaps them",
           "plaincut": "plain exchange cut (reset/close) in the head, after it, in the body, waiting, in the answer",
           "plainabandon": "plain GET to a silent server, the client leaves after 1 s",
