@@ -8,7 +8,8 @@
 #   attacks         a rogue-CA server under a pinned name (502 pin_mismatch) and a replayer that shows
 #                   the genuine chain without the key (502 tls_protocol_error)
 #   abuse           connect-send-reset bursts to a flooding plain server (unpinned 127.0.0.1:<port>),
-#                   heads that never finish (408), garbage (400/405/431)
+#                   heads that never finish (408), garbage (400/405/431; plain HTTP to a pinned host
+#                   403; a ClientHello to the proxy a TLS alert)
 #   issue 16        silentflood (connections from 127.0.0.2 that never speak, ~100 a second, ~400 held,
 #                   the proxy's RLIMIT_NOFILE lowered to 1,024 so it must reap); plaincut (plain-HTTP
 #                   exchanges cut by a reset or a close in the head, after it, in the body, waiting, in
@@ -21,7 +22,8 @@
 #                   100 ms, and every good TLS 1.3 tunnel, under require_keylog, still gets its line)
 # KIND,KIND… runs only those kinds (with the sampler), to check one kind in a short run.
 # plus a SIGHUP reload every 30 s (a valid, rewritten policy), and every 5 s a sample of RSS, open fds,
-# active tunnels (the `stats` line) and the setup latency of one pinned CONNECT.
+# active tunnels and silent_reaped (the `stats` line), the key-log file's size and the setup latency
+# of one pinned CONNECT.
 # Fails (exit 1, reasons printed) if a good tunnel fails, an attack or an abuse does not get its
 # expected outcome (above), a reload is missed, the proxy dies or does not exit 0 on SIGTERM, tunnels
 # and sessions do not drain to 0 after the clients stop, or RSS/fds trend upward: the median of the

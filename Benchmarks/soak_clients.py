@@ -577,7 +577,7 @@ def summary(a):
     # Refusals and plain exchanges in the log must be the intended ones.
     refused, forwarded, events = {}, {}, {}
     attacks_through, reaped_in_lines, stopped = 0, 0, {}
-    plain_ports = {str(ports.get("plaincut")): "plaincut", str(ports.get("plain")): "http10"}
+    plain_ports = {str(ports.get("plaincut")): "plaincut/plainabandon", str(ports.get("plain")): "http10"}
     with open(a.log, "rb") as f:
         for raw in f:
             line = raw.decode("latin-1")
@@ -592,7 +592,7 @@ def summary(a):
             elif event == "http_forwarded":
                 kv = fields(line)
                 kind = plain_ports.get(kv.get("port"), "port " + kv.get("port", "?"))
-                late = kind == "plaincut" and int(kv.get("duration_ms", "0")) > a.release_within * 1000
+                late = kind == "plaincut/plainabandon" and int(kv.get("duration_ms", "0")) > a.release_within * 1000
                 key = (kind, kv.get("outcome", "?") + (" after > %g s" % a.release_within if late else ""))
                 forwarded[key] = forwarded.get(key, 0) + 1
             elif event == "stopped":
@@ -609,7 +609,7 @@ def summary(a):
         reasons.append("%d sniscope tunnels closed but only %d refused sni_mismatch" % (counts["sniscope"]["ok"], refused.get((REPORT_HOST, "sni_mismatch"), 0)))
     # Cut and abandoned exchanges end because the client left (client_*), within release_within.
     for (kind, outcome), n in forwarded.items():
-        if kind == "plaincut" and not (outcome.startswith("client_") and "after" not in outcome) or kind == "http10" and outcome != "complete":
+        if kind == "plaincut/plainabandon" and not (outcome.startswith("client_") and "after" not in outcome) or kind == "http10" and outcome != "complete":
             reasons.append("unexpected http_forwarded for %s: outcome=%s (%d×)" % (kind, outcome, n))
     server = {}
     if {"plaincut", "plainabandon"} & set(kinds):
