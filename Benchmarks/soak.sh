@@ -18,8 +18,10 @@
 #                   (a chunked answer de-chunked for an HTTP/1.0 client); sniscope (a report-mode CONNECT
 #                   carrying the SNI of an enforced host to the rogue server: closed); metricstrickle
 #                   (closed at 5 s) and scrape (200 meanwhile); keylogflood (~4 MiB/s of CLIENT_RANDOM
-#                   lines into proxy.keylog on /dev/shm: the file stays under 32 MiB, setup p50 under
-#                   100 ms, and every good TLS 1.3 tunnel, under require_keylog, still gets its line)
+#                   lines into proxy.keylog on /dev/shm: the file holds under 32 MiB of memory — its
+#                   allocated blocks; its size may grow where pinproxy punches out what it has read —,
+#                   setup p50 under 100 ms, and every good TLS 1.3 tunnel, under require_keylog,
+#                   still gets its line)
 # KIND,KIND… runs only those kinds (with the sampler), to check one kind in a short run.
 # plus a SIGHUP reload every 30 s (a valid, rewritten policy), and every 5 s a sample of RSS, open fds,
 # active tunnels and silent_reaped (the `stats` line), the key-log file's size and the setup latency

@@ -26,7 +26,7 @@
         keylogflood     CLIENT_RANDOM lines appended to --keylog at --keylog-rate bytes a second
   soak_clients.py sample --until T --proxy PORT --ports JSON --pid PID --log FILE --csv FILE --results DIR
       every --every seconds: VmRSS, open fds, active tunnels and silent_reaped (last `stats` line), the
-      key-log file's size, and the setup latency of one pinned CONNECT (-> 200, then TLS + GET)
+      key-log file's memory (allocated blocks) and size, and the setup latency of one pinned CONNECT (-> 200, then TLS + GET)
   soak_clients.py summary --csv FILE --results DIR --log FILE ...   markdown summary and verdict (exit 1: fail)
 """
 import argparse, collections, errno, json, os, random, resource, socket, ssl, statistics, struct, subprocess, sys, threading, time
@@ -401,16 +401,26 @@ def keylog_block():
     return "".join(line() for _ in range(1000)).encode()
 
 
+def keylog_footprint(path):
+    """(bytes the key-log file holds in memory — its allocated blocks, what tmpfs costs —, its size).
+    They differ once pinproxy punches out what it has read: the size keeps growing, the memory not."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return 0, 0
+    return st.st_blocks * 512, st.st_size
+
+
 def k_keylogflood(a, ports, i):
     """One second of appending CLIENT_RANDOM lines to the key log at --keylog-rate bytes a second
     (in 10 ms slices; the file opened anew each second, as clients open it per connection). Stops
     writing for good once the file passes KEYLOG_CAP: the proxy is not bounding it."""
     global KEYLOG_STOPPED
     if KEYLOG_STOPPED: time.sleep(1); return
-    size = os.stat(a.keylog).st_size if os.path.exists(a.keylog) else 0
-    if size > KEYLOG_CAP:
+    held, _ = keylog_footprint(a.keylog)
+    if held > KEYLOG_CAP:
         KEYLOG_STOPPED = True
-        raise RuntimeError("keylogflood: the key-log file reached %d MiB; writer stopped" % (size >> 20))
+        raise RuntimeError("keylogflood: the key-log file holds %d MiB; writer stopped" % (held >> 20))
     # whole lines per write: an O_APPEND write is not split, so a client's own line lands between
     # two flood lines and never inside one
     block, line = KEYLOG_BLOCK, KEYLOG_BLOCK.index(b"\n") + 1
@@ -428,7 +438,7 @@ def k_keylogflood(a, ports, i):
 FLOOD_HELD = collections.deque()
 KEYLOG_BLOCK = b""
 KEYLOG_STOPPED = False
-KEYLOG_CAP = 256 << 20   # a safety valve for /dev/shm (RAM); the verdict's bound is soak.sh's, far lower
+KEYLOG_CAP = 256 << 20   # a safety valve for /dev/shm (RAM); the verdict's bound (--keylog-bound) is far lower
 
 KINDS = {"curl": (k_curl, 0.2), "urllib": (k_urllib, 0.2), "rogue": (k_rogue, 0.5), "replay": (k_replay, 0.5),
          "resets": (k_resets, 0.5), "slow": (k_slow, 0.5), "stall": (k_stall, 0.5), "garbage": (k_garbage, 0.3),
@@ -487,7 +497,7 @@ def sample(a):
     ports = json.loads(a.ports)
     tally = Tally("latency", a.results)
     with open(a.csv, "w") as out:
-        out.write("t_s,rss_kib,fds,tunnels,active_sessions,setup_ms,keylog_bytes,silent_reaped\n")
+        out.write("t_s,rss_kib,fds,tunnels,active_sessions,setup_ms,keylog_held,silent_reaped,keylog_size\n")
         start = time.time(); i = 0
         while time.time() < a.until:
             try:
@@ -499,10 +509,7 @@ def sample(a):
                     f.write("%s sampler proxy process %d is gone\n" % (time.strftime("%H:%M:%S"), a.pid))
                 break
             stats = last_stats(a.log)
-            try:
-                keylog_bytes = os.stat(a.keylog).st_size if a.keylog else 0
-            except OSError:
-                keylog_bytes = 0
+            keylog_held, keylog_size = keylog_footprint(a.keylog)
             name, port = good_target(ports, i); i += 1
             ms = ""
             try:
@@ -516,8 +523,8 @@ def sample(a):
                 tally.good()
             except Exception as e:
                 tally.bad("%s: %s" % (type(e).__name__, e))
-            out.write("%.1f,%d,%d,%s,%s,%s,%d,%s\n" % (time.time() - start, rss, fds, stats.get("tunnels", ""),
-                                                       stats.get("active_sessions", ""), ms, keylog_bytes, stats.get("silent_reaped", "")))
+            out.write("%.1f,%d,%d,%s,%s,%s,%d,%s,%d\n" % (time.time() - start, rss, fds, stats.get("tunnels", ""), stats.get("active_sessions", ""),
+                                                          ms, keylog_held, stats.get("silent_reaped", ""), keylog_size))
             out.flush()
             time.sleep(max(0.0, a.every - (time.time() - start) % a.every))
     tally.save()
@@ -559,8 +566,8 @@ def summary(a):
     with open(a.csv) as f:
         next(f)
         for line in f:
-            t, rss, fds, tun, act, ms, kl, reaped = line.strip().split(",")
-            rows.append((float(t), int(rss), int(fds), tun, act, float(ms) if ms else None, int(kl), reaped))
+            t, rss, fds, tun, act, ms, held, reaped, size = line.strip().split(",")
+            rows.append((float(t), int(rss), int(fds), tun, act, float(ms) if ms else None, int(held), reaped, int(size)))
     reasons = []
     counts = {}
     for kind in kinds + ["latency"]:
@@ -625,7 +632,7 @@ def summary(a):
     if "silentflood" in kinds and silent_reaped == 0: reasons.append("the silent flood never made the proxy reap (silent_reaped=0)")
     keylog = [r[6] for r in rows]
     if "keylogflood" in kinds and keylog and max(keylog) > a.keylog_bound:
-        reasons.append("the key-log file reached %.1f MiB (bound %.1f MiB)" % (max(keylog) / 2**20, a.keylog_bound / 2**20))
+        reasons.append("the key-log file held %.1f MiB of memory (bound %.1f MiB)" % (max(keylog) / 2**20, a.keylog_bound / 2**20))
     if a.reloads_sent and a.reloads_seen < a.reloads_sent:
         reasons.append("%d SIGHUPs but %d policy_reloaded lines" % (a.reloads_sent, a.reloads_seen))
     if a.reload_failed: reasons.append("%d policy_reload_failed lines" % a.reload_failed)
@@ -674,7 +681,8 @@ def summary(a):
         print("| RSS trend | %s |" % verdict_rss)
         print("| fds first / median / last / max | %d / %g / %d / %d |" % (fds[0], statistics.median(fds), fds[-1], max(fds)))
         print("| fds trend | %s |" % verdict_fds)
-        print("| key-log file median / max (bound %.0f MiB) | %.2f / %.2f MiB |" % (a.keylog_bound / 2**20, statistics.median(keylog) / 2**20, max(keylog) / 2**20))
+        print("| key-log file in memory (allocated) median / max (bound %.0f MiB); its size at the end | %.2f / %.2f MiB; %.1f MiB |"
+              % (a.keylog_bound / 2**20, statistics.median(keylog) / 2**20, max(keylog) / 2**20, rows[-1][8] / 2**20))
     if tunnels: print("| active tunnels (stats) median / max | %g / %d |" % (statistics.median(tunnels), max(tunnels)))
     if lat: print("| setup latency (CONNECT → 200, pinned) p50 / p99 / max | %.1f / %.1f / %.1f ms |" % (pct(lat, 50), pct(lat, 99), max(lat)))
     counters = {k: v for k, v in stopped.items() if k.startswith(("silent_", "keylog_", "plain_", "metrics_", "http_")) or
