@@ -10,7 +10,7 @@
 #   abuse           connect-send-reset bursts to a flooding plain server (unpinned 127.0.0.1:<port>),
 #                   heads that never finish (408), garbage (400/405/431; plain HTTP to a pinned host
 #                   403; a ClientHello to the proxy a TLS alert)
-#   issue 16        silentflood (connections from 127.0.0.2 that never speak, ~100 a second, ~400 held,
+#   local abuse     silentflood (connections from 127.0.0.2 that never speak, ~100 a second, ~400 held,
 #                   the proxy's RLIMIT_NOFILE lowered to 1,024 so it must reap); plaincut (plain-HTTP
 #                   exchanges cut by a reset or a close in the head, after it, in the body, waiting, in
 #                   the answer) and plainabandon (a plain GET to a silent server, left after 1 s): the
@@ -38,7 +38,7 @@ cd "$(dirname "$0")/.."
 duration=${1:-600}
 [[ $duration =~ ^[0-9]+$ ]] && (( duration >= 30 )) || { echo "usage: $0 [SECONDS>=30] [KIND,KIND…]" >&2; exit 2; }
 # kind:threads — about 40 CONNECTs a second in the first nine (half of them reset bursts), and the
-# abuse of issue 16 at rates that leave the 2 cores to the good clients
+# local abuse (silentflood …) at rates that leave the 2 cores to the good clients
 all_kinds=(curl:2 urllib:2 rogue:1 replay:1 resets:1 slow:2 stall:2 garbage:1 neverread:3
            silentflood:1 plaincut:2 plainabandon:3 http10:1 sniscope:1 metricstrickle:2 scrape:1 keylogflood:1)
 specs=()

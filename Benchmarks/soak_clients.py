@@ -15,7 +15,7 @@
         garbage    random bytes → 400/405/431; plain GET to a pinned host → 403; a ClientHello to the
                    proxy → a TLS alert; a 9 KB CONNECT target → 431
         neverread  a good tunnel to a bulk server; read 1 KiB, stop reading for a few seconds, close
-      and the abuse of issue 16:
+      and local abuse:
         silentflood     connections from 127.0.0.2 that never speak, --flood-rate a second, --flood-hold held
         plaincut        plain-HTTP exchanges to soak_plain.py cut by a reset or a close at each stage in turn
         plainabandon    a plain GET to soak_plain.py's silent path; the client leaves after 1 s
@@ -208,7 +208,7 @@ def k_neverread(a, ports, i):
     if got == 0: raise RuntimeError("neverread: no bytes")
 
 
-# --- abuse from issue 16 ---------------------------------------------------------------------------
+# --- local abuse ----------------------------------------------------------------------------------
 
 def cut(s, reset):
     """The client leaves: a reset (RST, SO_LINGER 0) or an ordinary close (FIN)."""
