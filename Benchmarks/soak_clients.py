@@ -231,9 +231,9 @@ def nothing_back(s, seconds, what):
 def k_silentflood(a, ports, i):
     """One second of the flood: connections from 127.0.0.2 that never speak, opened at --flood-rate a
     second and held rolling (at most --flood-hold at once, the oldest closed first). The proxy's
-    limit is a quarter of its RLIMIT_NOFILE (soak.sh lowers it), so it must reap; a distinct source
-    address, as a flooding process on its own address would be, so the reaping picks it and not the
-    slow heads of 127.0.0.1 (which it would reap too if they were the oldest on one address)."""
+    limit is a quarter of its RLIMIT_NOFILE (soak.sh lowers it), so it must reap. Every loopback
+    address is one client to the proxy, so the source address changes nothing: the slow heads of
+    127.0.0.1 survive because they have sent part of their head, and the flood has sent nothing."""
     held = FLOOD_HELD
     step = 1.0 / a.flood_rate
     end = time.time() + 1.0

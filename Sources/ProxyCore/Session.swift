@@ -164,13 +164,14 @@ final class Session {
         finish(.reaped)
     }
 
-    /// Whether the client, still to send its request, has bytes in the kernel that the loop has not
-    /// read yet: such a connection is about to be read and may be a real client's CONNECT. (Bytes
-    /// already read into the input buffer do not count: a client trickling its head is silent.)
-    var hasUnreadBytes: Bool {
-        guard case .readingRequest = machine.state, let fd = clientSide?.fd, fd >= 0 else { return false }
+    /// What this connection is doing while it has not spoken (see `SilentConnections.Activity`):
+    /// bytes in the kernel that the loop has not read yet are arriving (maybe a real client's
+    /// CONNECT); part of a head already read is trickling; nothing, or a refusal lingering, is idle.
+    var silentActivity: SilentConnections.Activity {
+        guard case .readingRequest = machine.state, let clientSide else { return .idle }
         var byte: UInt8 = 0
-        return recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) > 0
+        if recv(clientSide.fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) > 0 { return .arriving }
+        return evbuffer_get_length(clientSide.input) > 0 ? .trickling : .idle
     }
 
     // MARK: carrying out the machine's actions

@@ -8,9 +8,10 @@ import PinPolicy
 /// each arrival closes the oldest silent connection; and one client — an address, every loopback
 /// address counting as one (any local process may bind any of 127.0.0.0/8), an IPv6 /64 — may hold
 /// at most half of the limit, past which its own oldest go first. A real client sends its request
-/// within milliseconds of connecting, so it is not the oldest while a flood goes on; and before a
-/// connection is closed the worker asks the kernel whether its bytes have arrived unread (`isSilent`):
-/// one that has spoken is spared. Connections that have spoken are not counted here: the
+/// within milliseconds of connecting, so it is not the oldest while a flood goes on; before a
+/// connection is closed the worker says what it is doing (`Activity`): one whose bytes are arriving
+/// is spared, and one that has sent part of its head (a slow client) goes only after every one that
+/// has sent nothing. Connections that have spoken are not counted here: the
 /// descriptors outside this limit are their reserve.
 ///
 /// A pure value: the worker feeds it arrivals and departures and closes what it names.
@@ -57,25 +58,48 @@ struct SilentConnections {
         self.limit = limit
     }
 
+    /// What a silent connection is doing, as the worker sees it when one must go.
+    enum Activity {
+        /// Nothing sent (or already answered, a refusal lingering): closed first.
+        case idle
+        /// Part of a head read, the rest still to come: closed only when no idle one is left.
+        case trickling
+        /// Bytes waiting in the kernel, about to be read (maybe a real client's CONNECT): spared.
+        case arriving
+    }
+
     /// A connection accepted from `address`. Returns the ids to close now to stay within the limits:
-    /// the oldest of a client over its share, else the oldest of all — never `id` itself (the newest
-    /// is the one most likely to be a real client about to speak), never one `isSilent` says is
-    /// being read right now (it stays in the book until it has spoken, and another goes instead).
-    mutating func arrived(_ id: Int, from address: IPAddress, isSilent: (Int) -> Bool) -> [Int] {
+    /// from a client over its share, else from all, the oldest idle connection, else the oldest
+    /// trickling one — never `id` itself (the newest is the one most likely to be a real client
+    /// about to speak), never one that is `arriving` (it stays in the book until it has spoken).
+    mutating func arrived(_ id: Int, from address: IPAddress, activity: (Int) -> Activity) -> [Int] {
         let client = Client(address)
         members[id] = client
         held[client, default: 0] += 1
         order.append(id)
         var victims: [Int] = []
         var spared: Set<Int> = [id]
+        var trickling: [Int] = []
         while members.count > limit || held[client, default: 0] > perClientLimit {
             let overShare = held[client, default: 0] > perClientLimit
-            guard let candidate = oldest(of: overShare ? client : nil, sparing: spared) else { break }
-            if isSilent(candidate) {
-                left(candidate)
-                victims.append(candidate)
+            let candidate = oldest(of: overShare ? client : nil, sparing: spared)
+            if let candidate {
+                spared.insert(candidate)
+                switch activity(candidate) {
+                case .idle:
+                    left(candidate)
+                    victims.append(candidate)
+                case .trickling:
+                    trickling.append(candidate)
+                case .arriving:
+                    break
+                }
+            } else if let victim = trickling.first(where: { !overShare || members[$0] == client }) {
+                trickling.removeAll { $0 == victim }
+                left(victim)
+                victims.append(victim)
             } else {
-                spared.insert(candidate)  // its request is being read now; it leaves when it has spoken
+                break
             }
         }
         return victims

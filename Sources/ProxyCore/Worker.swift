@@ -158,7 +158,7 @@ final class Worker: @unchecked Sendable {
         sessions[id] = session
         tally.withLock { $0.sessions = sessions.count }
         silent.setLimit(Self.silentLimit(workers: shared.workerCount))
-        let victims = silent.arrived(id, from: client.ip) { [sessions] candidate in sessions[candidate]?.hasUnreadBytes == false }
+        let victims = silent.arrived(id, from: client.ip) { [sessions] candidate in sessions[candidate]?.silentActivity ?? .idle }
         guard !victims.isEmpty else { return }
         let busiest = sessions[victims[0]]?.client.ip ?? client.ip
         for victim in victims { sessions[victim]?.reap() }

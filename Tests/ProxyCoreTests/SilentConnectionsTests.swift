@@ -8,23 +8,23 @@ import Testing
     let otherLoopback = IPAddress("127.45.6.7")!
     let remote = IPAddress("10.0.0.7")!
     let remote2 = IPAddress("10.0.0.8")!
-    static let allSilent: @Sendable (Int) -> Bool = { _ in true }
+    static let allIdle: @Sendable (Int) -> SilentConnections.Activity = { _ in .idle }
 
     @Test func underTheLimitNothingIsClosed() {
         var silent = SilentConnections(limit: 6)
-        for id in 1...3 { #expect(silent.arrived(id, from: loopback, isSilent: Self.allSilent) == []) }
+        for id in 1...3 { #expect(silent.arrived(id, from: loopback, activity: Self.allIdle) == []) }
         #expect(silent.count == 3)
     }
 
     /// Past the limit the oldest goes first, never the newcomer; a connection that spoke is not silent.
     @Test func theOldestSilentConnectionIsClosedFirst() {
         var silent = SilentConnections(limit: 2)
-        _ = silent.arrived(1, from: remote, isSilent: Self.allSilent)
-        _ = silent.arrived(2, from: remote2, isSilent: Self.allSilent)
+        _ = silent.arrived(1, from: remote, activity: Self.allIdle)
+        _ = silent.arrived(2, from: remote2, activity: Self.allIdle)
         silent.left(1)  // it sent its request
-        #expect(silent.arrived(3, from: remote, isSilent: Self.allSilent) == [])
-        #expect(silent.arrived(4, from: loopback, isSilent: Self.allSilent) == [2])
-        #expect(silent.arrived(5, from: remote2, isSilent: Self.allSilent) == [3])
+        #expect(silent.arrived(3, from: remote, activity: Self.allIdle) == [])
+        #expect(silent.arrived(4, from: loopback, activity: Self.allIdle) == [2])
+        #expect(silent.arrived(5, from: remote2, activity: Self.allIdle) == [3])
         #expect(!silent.contains(3) && silent.contains(4) && silent.contains(5) && silent.count == 2)
     }
 
@@ -32,31 +32,46 @@ import Testing
     /// connection is older. Every loopback address is one client (any local process can bind any).
     @Test func oneClientHoldsAtMostHalf() {
         var silent = SilentConnections(limit: 8)
-        _ = silent.arrived(1, from: remote, isSilent: Self.allSilent)
-        for id in 2...5 { #expect(silent.arrived(id, from: id % 2 == 0 ? loopback : otherLoopback, isSilent: Self.allSilent) == []) }
-        #expect(silent.arrived(6, from: otherLoopback, isSilent: Self.allSilent) == [2])
+        _ = silent.arrived(1, from: remote, activity: Self.allIdle)
+        for id in 2...5 { #expect(silent.arrived(id, from: id % 2 == 0 ? loopback : otherLoopback, activity: Self.allIdle) == []) }
+        #expect(silent.arrived(6, from: otherLoopback, activity: Self.allIdle) == [2])
         #expect(silent.contains(1))
     }
 
-    /// A connection whose request has arrived unread is spared — it stays in the book until it has
+    /// A connection whose request is arriving is spared — it stays in the book until it has
     /// spoken — and the next oldest goes.
-    @Test func aConnectionWithUnreadBytesIsSpared() {
+    @Test func aConnectionWhoseRequestIsArrivingIsSpared() {
         var silent = SilentConnections(limit: 4)
         for (id, address) in [(1, remote), (2, remote2), (3, loopback), (4, loopback)] {
-            _ = silent.arrived(id, from: address, isSilent: Self.allSilent)
+            _ = silent.arrived(id, from: address, activity: Self.allIdle)
         }
-        #expect(silent.arrived(5, from: remote) { $0 != 1 } == [2])  // 1 is being read: 2 goes instead
+        let oneArrives: (Int) -> SilentConnections.Activity = { $0 == 1 ? .arriving : .idle }
+        #expect(silent.arrived(5, from: remote, activity: oneArrives) == [2])  // 2 goes instead
         #expect(silent.contains(1) && silent.count == 4)
-        #expect(silent.arrived(6, from: remote2) { $0 != 1 } == [3])
-        #expect(silent.arrived(7, from: remote2, isSilent: Self.allSilent) == [1])  // still silent later: it goes
+        #expect(silent.arrived(6, from: remote2, activity: oneArrives) == [3])
+        #expect(silent.arrived(7, from: remote2, activity: Self.allIdle) == [1])  // still silent later: it goes
+    }
+
+    /// A slow client that has sent part of its head goes only after every connection that sent
+    /// nothing; with none of those left, the oldest trickling one goes (a slowloris flood is bounded).
+    @Test func tricklingConnectionsGoAfterIdleOnes() {
+        var silent = SilentConnections(limit: 4)
+        for id in 1...4 { _ = silent.arrived(id, from: id <= 2 ? remote : remote2, activity: Self.allIdle) }
+        let slow: Set<Int> = [1, 3]
+        let activity: (Int) -> SilentConnections.Activity = { slow.contains($0) ? .trickling : .idle }
+        #expect(silent.arrived(5, from: loopback, activity: activity) == [2])
+        #expect(silent.arrived(6, from: loopback, activity: activity) == [4])
+        #expect(silent.arrived(7, from: IPAddress("10.9.9.9")!, activity: activity) == [5])
+        let allSlow: (Int) -> SilentConnections.Activity = { _ in .trickling }
+        #expect(silent.arrived(8, from: IPAddress("10.9.9.10")!, activity: allSlow) == [1])
     }
 
     /// A lower limit (the descriptor limit was lowered) is applied by the next arrival.
     @Test func aLowerLimitIsAppliedOnTheNextArrival() {
         var silent = SilentConnections(limit: 20)
-        for id in 1...6 { _ = silent.arrived(id, from: remote, isSilent: Self.allSilent) }
+        for id in 1...6 { _ = silent.arrived(id, from: remote, activity: Self.allIdle) }
         silent.setLimit(3)
-        #expect(silent.arrived(7, from: remote2, isSilent: Self.allSilent) == [1, 2, 3, 4])
+        #expect(silent.arrived(7, from: remote2, activity: Self.allIdle) == [1, 2, 3, 4])
         #expect(silent.count == 3)
     }
 
@@ -64,9 +79,9 @@ import Testing
     /// the storage stays near the number of members.
     @Test func aLongRunOfSpeakersLeavesNothingBehind() {
         var silent = SilentConnections(limit: 8)
-        _ = silent.arrived(0, from: loopback, isSilent: Self.allSilent)
+        _ = silent.arrived(0, from: loopback, activity: Self.allIdle)
         for id in 1...10_000 {
-            #expect(silent.arrived(id, from: loopback, isSilent: Self.allSilent) == [])
+            #expect(silent.arrived(id, from: loopback, activity: Self.allIdle) == [])
             silent.left(id)
         }
         #expect(silent.count == 1 && silent.contains(0) && silent.storedIds <= 2 + 64)
