@@ -203,7 +203,8 @@ final class KeyLogIntake: @unchecked Sendable {
             skipAndScan(until: size, now: now)
             return true
         }
-        let result = file.readAppended(into: buffer, maxChunks: 64) { bytes in
+        // 256 KiB a turn: the blocks read are given back after each turn, so a turn must be short.
+        let result = file.readAppended(into: buffer, maxChunks: 4) { bytes in
             lock.withLock { book.consume(bytes, now: now) }
         }
         return result == .more

@@ -129,13 +129,42 @@ import Testing
         try withIntake { intake, path in
             #expect(unlink(path) == 0 && mkfifo(path, 0o666) == 0)
             // A writer that would block in open() without a reader (bounded by its own alarm).
-            let writer = try Process.run(URL(fileURLWithPath: "/usr/bin/timeout"), arguments: ["5", "/bin/sh", "-c", "echo line >> \(path)"])
+            let writer = try Process.run(URL(fileURLWithPath: "/usr/bin/timeout"), arguments: ["-s", "KILL", "5", "/bin/sh", "-c", "echo line >> \(path)"])
             writer.waitUntilExit()
-            #expect(writer.terminationStatus != 124, "the writer hung in open()")
+            #expect(writer.terminationStatus == 0, "the writer hung in open()")
             let deadline = Date().addingTimeInterval(10)
             var info = stat()
             while Date() < deadline, !(lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG) { usleep(10_000) }
             #expect(info.st_mode & S_IFMT == S_IFREG && info.st_uid == geteuid() && info.st_mode & 0o7777 == 0o622)
+            let got = Deliveries()
+            let watch = intake.watch(clientRandom: Self.random) { _ in got.add() }
+            Self.append(Self.line, to: path)
+            #expect(got.arrived.wait(timeout: .now() + 10) == .success)
+            withExtendedLifetime(watch) {}
+        }
+    }
+
+    /// Unlinked, then a symbolic link put in its place: each time a fresh file of ours, the link
+    /// removed and never followed.
+    @Test func anUnlinkedFileOrASymlinkIsReplaced() throws {
+        try withIntake { intake, path in
+            func waitForOwnFile(besides inode: ino_t) -> stat? {
+                let deadline = Date().addingTimeInterval(10)
+                var info = stat()
+                while Date() < deadline {
+                    if lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_ino != inode { return info }
+                    usleep(10_000)
+                }
+                return nil
+            }
+            var first = stat()
+            #expect(lstat(path, &first) == 0)
+            #expect(unlink(path) == 0)
+            let second = try #require(waitForOwnFile(besides: first.st_ino))
+            let directory = (path as NSString).deletingLastPathComponent
+            #expect(symlink(directory + "/elsewhere", directory + "/link") == 0 && rename(directory + "/link", path) == 0)
+            let third = try #require(waitForOwnFile(besides: second.st_ino))
+            #expect(third.st_mode & 0o7777 == 0o622 && !FileManager.default.fileExists(atPath: directory + "/elsewhere"))
             let got = Deliveries()
             let watch = intake.watch(clientRandom: Self.random) { _ in got.add() }
             Self.append(Self.line, to: path)
