@@ -143,7 +143,7 @@ final class KeyLogIntake: @unchecked Sendable {
     /// handed over before `done`.
     func readNow(then done: @escaping () -> Void) {
         if !mailbox.post({ [weak self] in
-            self?.turn()
+            self?.turn(upTo: 8)
             done()
         }) { done() }
     }
@@ -157,14 +157,17 @@ final class KeyLogIntake: @unchecked Sendable {
 
     // MARK: on the intake's thread
 
-    /// One turn: what inotify said, the path put right, then a bounded read.
-    private func turn() {
+    /// One turn: what inotify said, the path put right, then a bounded read (`reads` of them when a
+    /// tunnel asks for everything there is before it gives up; 2 MiB, past which a flood is skipped).
+    private func turn(upTo reads: Int = 1) {
         let notice = notifier.drain()
         if notice.contains(.pathChanged) {
             read()  // what the file we follow holds before it is let go
             heal()
         }
-        pace(busy: read())
+        var busy = true
+        for _ in 0..<reads where busy { busy = read() }
+        pace(busy: busy)
     }
 
     /// In a flood, one turn every `pace` instead of one per write (inotify would wake us for each).
@@ -205,7 +208,11 @@ final class KeyLogIntake: @unchecked Sendable {
         }
         // 256 KiB a turn: the blocks read are given back after each turn, so a turn must be short.
         let result = file.readAppended(into: buffer, maxChunks: 4) { bytes in
-            lock.withLock { book.consume(bytes, now: now) }
+            // The lock in 8 KiB slices: a worker making or cancelling a watch waits for one slice at most.
+            for start in stride(from: 0, to: bytes.count, by: 8192) {
+                let slice = UnsafeRawBufferPointer(rebasing: bytes[start..<min(bytes.count, start + 8192)])
+                lock.withLock { book.consume(slice, now: now) }
+            }
         }
         return result == .more
     }
@@ -311,7 +318,7 @@ final class KeyLogIntake: @unchecked Sendable {
             flood.restart()
             if let suppressed = replacedLog.note(at: .now) {
                 logger.emit(LogRecord(.warning, "keylog_replaced", [
-                    ("path", .string(settings.path)), ("found", .string(found.text)), ("suppressed", .int(suppressed)),
+                    ("keylog", .string(settings.path)), ("found", .string(found.text)), ("suppressed", .int(suppressed)),
                     ("detail", .string(Self.why(found) + "; pinproxy created its own file again (mode \(settings.modeText)); \(unread) bytes of the old file were left unread")),
                 ]))
             }
@@ -332,7 +339,7 @@ final class KeyLogIntake: @unchecked Sendable {
     private func replaceFailed(_ found: KeyLogFile.Finding, _ why: String) {
         guard let suppressed = replacedLog.note(at: .now) else { return }
         logger.emit(LogRecord(.error, "keylog_replace_failed", [
-            ("path", .string(settings.path)), ("found", .string(found.text)), ("suppressed", .int(suppressed)),
+            ("keylog", .string(settings.path)), ("found", .string(found.text)), ("suppressed", .int(suppressed)),
             ("detail", .string(Self.why(found) + ", and pinproxy could not put its own file back: \(why); clients' lines are not read until it can (the next change in the directory, or a restart)")),
         ]))
     }
@@ -370,7 +377,7 @@ final class KeyLogIntake: @unchecked Sendable {
 /// had a moment ago (bytes older than `wait` are worthless). A value without I/O.
 struct KeyLogFlood {
     /// A backlog larger than this is not parsed line by line.
-    static let threshold: Int64 = 8 << 20
+    static let threshold: Int64 = 2 << 20
 
     private struct Sample {
         let at: ContinuousClock.Instant
@@ -419,7 +426,7 @@ struct KeyLogFlood {
         }
         defer { skippedSinceLine = 0 }
         return LogRecord(.warning, "keylog_flooded", [
-            ("path", .string(path)), ("bytes_per_s", .int(Int(rate))), ("skipped_bytes", .int(Int(skippedSinceLine))),
+            ("keylog", .string(path)), ("bytes_per_s", .int(Int(rate))), ("skipped_bytes", .int(Int(skippedSinceLine))),
             ("watches", .int(watches)),
             ("detail", .string("writers append to the key log faster than it can be read; bytes no waiting tunnel can need are passed over unread (all of them while none waits, and the file is emptied)")),
         ])
@@ -453,7 +460,7 @@ final class KeyLogWatch {
 @available(*, unavailable) extension KeyLogWatch: Sendable {}
 
 /// A worker's view of the key-log intake: the watches its tunnels make, their deliveries run on the
-/// worker's own loop (the line may have been read on the supervisor's thread or another worker's),
+/// worker's own loop (the line was read on the intake's thread),
 /// its timers on its loop, and the `wait` of the snapshot the worker holds.
 final class WorkerKeyLog: KeyLogSource, @unchecked Sendable {
     let intake: KeyLogIntake

@@ -284,7 +284,7 @@ import TestSupport
 
         writer.waitUntilExit()
         let flooded = try #require(proxy.events("keylog_flooded").first)
-        #expect(flooded["level"] == "warning" && flooded["path"] == path)
+        #expect(flooded["level"] == "warning" && flooded["keylog"] == path)
         #expect((Int(flooded["bytes_per_s"] ?? "") ?? 0) > 1_000_000 && (Int(flooded["skipped_bytes"] ?? "") ?? 0) > 0, "\(flooded)")
         #expect(flooded["watches"] != nil && flooded["detail"] != nil)
         // Once no tunnel waits, what the flood left is skipped and the file emptied: bounded in size too.
@@ -313,7 +313,7 @@ import TestSupport
         #expect(writer.status == 0 && writer.stdout == "written\n", "status \(writer.status): \(writer.stderr)")
 
         let replaced = try #require(proxy.waitFor("keylog_replaced"))
-        #expect(replaced["level"] == "warning" && replaced["path"] == path && replaced["found"] == "fifo", "\(replaced)")
+        #expect(replaced["level"] == "warning" && replaced["keylog"] == path && replaced["found"] == "fifo", "\(replaced)")
         let info = try #require(Self.fileStat(path))
         #expect(info.st_mode & S_IFMT == S_IFREG && info.st_uid == geteuid() && info.st_mode & 0o7777 == 0o622, "mode \(String(info.st_mode, radix: 8))")
 
