@@ -223,7 +223,9 @@ final class KeyLogIntake: @unchecked Sendable {
         let (floor, watches): (Int64?, Int) = lock.withLock {
             book.discardPartialLine()
             guard let oldest = book.oldestStart else {
-                let skipped = max(0, file.size - file.offset)
+                let final = file.size
+                flood.observe(size: final, at: now)  // what was written up to the truncation counts in the rate
+                let skipped = max(0, final - file.offset)
                 book.noteSkipped(skipped)
                 flood.skipped(skipped)
                 file.truncate()  // under the lock: no watch can begin meanwhile
@@ -382,7 +384,6 @@ struct KeyLogFlood {
     private struct Sample {
         let at: ContinuousClock.Instant
         let size: Int64
-        let appended: Int64
     }
 
     /// Bytes writers appended since start (growth seen between reads; a truncation starts over).
@@ -392,19 +393,22 @@ struct KeyLogFlood {
     private var samples: [Sample] = []
     private var skippedSinceLine: Int64 = 0
     private var throttle = LogThrottle(interval: .seconds(10))
+    /// Where the rate of the next `keylog_flooded` is measured from (the flood's first pass, then
+    /// the previous line).
+    private var window: (at: ContinuousClock.Instant, appended: Int64)?
 
     mutating func observe(size: Int64, at now: ContinuousClock.Instant) {
         appended += max(0, size - lastSize)
         lastSize = size
         if let last = samples.last, now - last.at < .milliseconds(50) { return }
         if samples.count == 256 { samples.removeFirst() }
-        samples.append(Sample(at: now, size: size, appended: appended))
+        samples.append(Sample(at: now, size: size))
     }
 
     /// The file was emptied or replaced: its old sizes mean nothing any more.
     mutating func restart() {
         lastSize = 0
-        samples = samples.map { Sample(at: $0.at, size: 0, appended: $0.appended) }
+        samples = samples.map { Sample(at: $0.at, size: 0) }
     }
 
     mutating func skipped(_ bytes: Int64) { skippedSinceLine += bytes }
@@ -414,19 +418,24 @@ struct KeyLogFlood {
         samples.last { $0.at <= instant }?.size
     }
 
-    /// `keylog_flooded`, at most once every 10 s: the writers' rate over the last second or more.
+    /// `keylog_flooded`, once a flood has lasted half a second and then at most once every 10 s: the
+    /// writers' rate since the flood began (or since the previous line), and what was skipped.
     mutating func report(at now: ContinuousClock.Instant, watches: Int, path: String) -> LogRecord? {
-        guard let suppressed = throttle.note(at: now) else { return nil }
-        _ = suppressed
-        let base = samples.last { now - $0.at >= .seconds(1) } ?? samples.first
-        var rate: Int64 = 0
-        if let base, now > base.at {
-            let seconds = Double((now - base.at).components.seconds) + Double((now - base.at).components.attoseconds) / 1e18
-            rate = Int64(Double(appended - base.appended) / seconds)
+        if let since = window, now - since.at > .seconds(20) { window = nil }  // an earlier flood, long over
+        guard let since = window else {
+            window = (now, appended)
+            return nil
         }
-        defer { skippedSinceLine = 0 }
+        guard now - since.at >= .milliseconds(500), throttle.note(at: now) != nil else { return nil }
+        let elapsed = now - since.at
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let rate = Int(Double(appended - since.appended) / seconds)
+        defer {
+            skippedSinceLine = 0
+            window = (now, appended)
+        }
         return LogRecord(.warning, "keylog_flooded", [
-            ("keylog", .string(path)), ("bytes_per_s", .int(Int(rate))), ("skipped_bytes", .int(Int(skippedSinceLine))),
+            ("keylog", .string(path)), ("bytes_per_s", .int(rate)), ("skipped_bytes", .int(Int(skippedSinceLine))),
             ("watches", .int(watches)),
             ("detail", .string("writers append to the key log faster than it can be read; bytes no waiting tunnel can need are passed over unread (all of them while none waits, and the file is emptied)")),
         ])
