@@ -308,7 +308,9 @@ import TestSupport
         let path = directory + "/keylog"
         let server = try Upstream("leaf-ec256", name: "good", tls: "1.3")
         let proxy = try ProxyProcess(config: Self.floodPolicy(path, port: server.port))
-        #expect(unlink(path) == 0 && mkfifo(path, 0o666) == 0)
+        // Swapped in one step (a FIFO made beside it, renamed over it): pinproxy would put a missing file
+        // back before a mkfifo at the path could run.
+        #expect(mkfifo(directory + "/fifo", 0o666) == 0 && rename(directory + "/fifo", path) == 0)
         // A writer opening it for append, as a client does; bounded so that the test cannot hang.
         let writer = try run("/usr/bin/timeout", ["-s", "KILL", "10", "/bin/sh", "-c", "echo 'CLIENT_RANDOM 01 02' >> '\(path)' && echo written"], timeout: 15)
         #expect(writer.status == 0 && writer.stdout == "written\n", "status \(writer.status): \(writer.stderr)")

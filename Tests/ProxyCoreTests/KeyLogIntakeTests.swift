@@ -129,7 +129,9 @@ import Testing
     /// regular file of ours again whose lines reach their watch.
     @Test func aFIFOSwappedInIsDrainedAndReplaced() throws {
         try withIntake { intake, path in
-            #expect(unlink(path) == 0 && mkfifo(path, 0o666) == 0)
+            // In one step: a missing file would be put back before a mkfifo at the path could run.
+            let beside = (path as NSString).deletingLastPathComponent + "/fifo"
+            #expect(mkfifo(beside, 0o666) == 0 && rename(beside, path) == 0)
             // A writer that would block in open() without a reader (bounded by its own alarm).
             let writer = try Process.run(URL(fileURLWithPath: "/usr/bin/timeout"), arguments: ["-s", "KILL", "5", "/bin/sh", "-c", "echo line >> \(path)"])
             writer.waitUntilExit()
