@@ -232,6 +232,13 @@ import TLSInspection
         flood.observe(size: 300 << 20, at: t0 + .seconds(5))
         let report3 = flood.report(at: t0 + .seconds(5), watches: 0, path: "/k")
         #expect(report3.map(\.event) == nil)  // once every 10 s
+        // A new flood a minute later: its rate is measured from its own start, not from the old line.
+        flood.observe(size: 400 << 20, at: t0 + .seconds(60))
+        let again = flood.report(at: t0 + .seconds(60), watches: 0, path: "/k")
+        #expect(again.map(\.event) == nil)
+        flood.observe(size: 500 << 20, at: t0 + .seconds(61))
+        let second = flood.report(at: t0 + .seconds(61), watches: 0, path: "/k")
+        #expect(second?["bytes_per_s"]?.json == "\(100 << 20)")
         #expect(flood.size(before: t0 + .milliseconds(350)) == 150 << 20)
         #expect(flood.size(before: t0 - .seconds(1)) == nil)
         flood.restart()
