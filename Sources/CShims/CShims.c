@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <string.h>
 #include <sys/types.h>
 #include <openssl/ssl.h>
 #include "CShims.h"
@@ -13,3 +14,5 @@ void pp_OPENSSL_free(void *p) { OPENSSL_free(p); }
 unsigned long pp_XN_FLAG_RFC2253(void) { return XN_FLAG_RFC2253; }
 long pp_SSL_set_msg_callback_arg(SSL *ssl, void *arg) { return SSL_set_msg_callback_arg(ssl, arg); }
 int pp_fallocate(int fd, int mode, long long offset, long long length) { return fallocate(fd, mode, (off_t)offset, (off_t)length); }
+const void *pp_memmem(const void *haystack, unsigned long haystackLength, const void *needle, unsigned long needleLength) { return memmem(haystack, haystackLength, needle, needleLength); }
+const void *pp_memrchr(const void *bytes, int byte, unsigned long length) { return memrchr(bytes, byte, length); }

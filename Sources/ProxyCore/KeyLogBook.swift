@@ -38,6 +38,8 @@ final class KeyLogBook {
         var tooLong = 0
         /// Watches not registered because the table was full.
         var watchesRefused = 0
+        /// Bytes a flood made the intake pass over without parsing them (see `KeyLogIntake`).
+        var skippedBytes: Int64 = 0
     }
 
     /// The longest line kept: `SERVER_HANDSHAKE_TRAFFIC_SECRET` + 64 + 96 hex digits is 193 bytes.
@@ -59,12 +61,17 @@ final class KeyLogBook {
         let id: Int
         let deliver: (KeyLogDelivery) -> Void
         let expires: ContinuousClock.Instant
+        /// The file's size when the watch began: its client writes the line after that (it is
+        /// answering a ClientHello pinproxy already holds), so every byte before it is worthless to it.
+        var from: Int64
     }
 
     /// Per watched random: who wants its lines, and the secrets seen so far (to tell a repeat from
     /// a conflict). Released (and so zeroed) when the last watch goes.
     private struct Entry {
         var interests: [Interest] = []
+        /// The random in hex as clients write it (lower case, and upper case), for the flood scan.
+        var hex: [[UInt8]] = []
         var handshake: SecretBytes?
         var traffic0: SecretBytes?
     }
@@ -100,7 +107,7 @@ final class KeyLogBook {
 
     /// Registers interest in one client random; nil when the table is full (counted) or the random
     /// is not 32 bytes.
-    func watch(clientRandom: [UInt8], now: ContinuousClock.Instant, _ deliver: @escaping (KeyLogDelivery) -> Void) -> Int? {
+    func watch(clientRandom: [UInt8], now: ContinuousClock.Instant, from: Int64 = 0, _ deliver: @escaping (KeyLogDelivery) -> Void) -> Int? {
         sweep(now: now)
         guard clientRandom.count == 32, watching < capacity else {
             counters.watchesRefused += 1
@@ -108,7 +115,9 @@ final class KeyLogBook {
         }
         let id = nextID
         nextID += 1
-        entries[clientRandom, default: Entry()].interests.append(Interest(id: id, deliver: deliver, expires: now + ttl))
+        var entry = entries[clientRandom] ?? Entry(hex: ["%02x", "%02X"].map { format in Array(clientRandom.map { String(format: format, $0) }.joined().utf8) })
+        entry.interests.append(Interest(id: id, deliver: deliver, expires: now + ttl, from: from))
+        entries[clientRandom] = entry
         watching += 1
         if nextSweep == nil || now + ttl < nextSweep! { nextSweep = now + ttl }
         return id
@@ -132,6 +141,24 @@ final class KeyLogBook {
             for interest in entry.interests where nextSweep == nil || interest.expires < nextSweep! { nextSweep = interest.expires }
         }
     }
+
+    /// Where the oldest watch began (nil: nobody waits, every byte in the file is worthless).
+    var oldestStart: Int64? {
+        entries.values.lazy.flatMap(\.interests).map(\.from).min()
+    }
+
+    /// The file was emptied or replaced: the offsets the watches began at mean nothing any more.
+    func rebase() {
+        for random in entries.keys {
+            for index in entries[random]!.interests.indices { entries[random]!.interests[index].from = 0 }
+        }
+    }
+
+    /// Bytes the intake passed over unparsed (a flood).
+    func noteSkipped(_ bytes: Int64) { counters.skippedBytes += bytes }
+
+    /// The randoms watched now, in hex (each in lower and upper case).
+    var watchedHex: [[UInt8]] { entries.values.flatMap(\.hex) }
 
     // MARK: lines
 

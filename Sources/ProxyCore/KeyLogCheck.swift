@@ -10,8 +10,9 @@ protocol KeyLogSource: AnyObject {
     var path: String { get }
     /// Delivers the kept lines for one ClientHello's random until the token is released.
     func follow(clientRandom: [UInt8], _ deliver: @escaping (KeyLogDelivery) -> Void) -> AnyObject
-    /// Reads what the key log holds now (before a line is declared missing).
-    func readNow()
+    /// Reads what the key log holds now (before a line is declared missing), then runs `done` after
+    /// the deliveries that read made.
+    func readNow(then done: @escaping () -> Void)
     /// Runs `action` once after `seconds`, unless the token is released first.
     func after(_ seconds: Double, _ action: @escaping () -> Void) -> AnyObject
 }
@@ -257,7 +258,10 @@ final class KeyLogCheck {
     private func waitRanOut() {
         waitTimer = nil
         guard holding, !sawLine else { return }
-        source.readNow()  // delivers synchronously what the file holds
+        source.readNow { [weak self] in self?.lastReadDone() }
+    }
+
+    private func lastReadDone() {
         guard holding, !sawLine else { return }
         stop()
         onProgress?(.missing)
@@ -306,17 +310,4 @@ final class KeyLogCheck {
     }
 
     private func endTicketsQuietly() { _ = endTickets([]) }
-}
-
-extension KeyLogIntake: KeyLogSource {
-    var waitSeconds: Double { wait }
-    var path: String { settings.path }
-
-    func follow(clientRandom: [UInt8], _ deliver: @escaping (KeyLogDelivery) -> Void) -> AnyObject {
-        watch(clientRandom: clientRandom, deliver)
-    }
-
-    func after(_ seconds: Double, _ action: @escaping () -> Void) -> AnyObject {
-        Timer(loop: loop, after: seconds, action)
-    }
 }

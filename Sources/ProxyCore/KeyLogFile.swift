@@ -37,9 +37,11 @@ final class KeyLogFile {
     private static let pageSize = Int64(sysconf(Int32(_SC_PAGESIZE)))
 
     let path: String
+    let mode: UInt32
     let fd: Int32
-    /// inotify(7) descriptor watching `fd`'s inode for IN_MODIFY; readable when a client wrote.
-    let inotify: Int32
+    /// The inode we follow: the path must keep naming it (see `Finding`).
+    let device: UInt64
+    let inode: UInt64
     /// Where the next unread byte is.
     private(set) var offset: Int64 = 0
     /// Bytes before this were read and their blocks given back.
@@ -47,12 +49,24 @@ final class KeyLogFile {
     /// tmpfs punches holes; where that fails (ramfs) we truncate once we have caught up.
     private(set) var punching = true
 
-    /// Creates the file with `mode` if it is missing, or takes the existing regular file we own;
-    /// never follows a symbolic link. What it holds is discarded: lines written while pinproxy was
-    /// stopped belong to connections that are gone.
-    init(path: String, mode: UInt32) throws(OpenError) {
+    /// At start: creates the file with `mode` if it is missing, or takes the existing regular file we
+    /// own; never follows a symbolic link. What it holds is discarded: lines written while pinproxy
+    /// was stopped belong to connections that are gone.
+    convenience init(path: String, mode: UInt32) throws(OpenError) {
+        try self.init(path: path, mode: mode, flags: O_CREAT)
+        ftruncate(fd, 0)
+    }
+
+    /// While running, after the path was taken from us: a new file only (O_EXCL), so that whatever
+    /// raced us to the name is never adopted.
+    static func fresh(path: String, mode: UInt32) throws(OpenError) -> KeyLogFile {
+        try KeyLogFile(path: path, mode: mode, flags: O_CREAT | O_EXCL)
+    }
+
+    private init(path: String, mode: UInt32, flags: Int32) throws(OpenError) {
         self.path = path
-        let opened = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode_t(mode))
+        self.mode = mode
+        let opened = open(path, O_RDWR | flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode_t(mode))
         guard opened >= 0 else {
             let code = errno
             throw .cannotOpen(path, code == ELOOP ? "it is a symbolic link" : errnoText(code))
@@ -78,30 +92,21 @@ final class KeyLogFile {
         // The umask (0077 in the unit) must not narrow the mode the operator chose, and an existing
         // file gets it too.
         fchmod(opened, mode_t(mode))
-        ftruncate(opened, 0)
-        let watcher = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
-        // Watch the inode we opened (through /proc/self/fd), not whatever the path names by now.
-        guard watcher >= 0, inotify_add_watch(watcher, "/proc/self/fd/\(opened)", UInt32(IN_MODIFY)) >= 0 else {
-            let why = errnoText(errno)
-            if watcher >= 0 { close(watcher) }
-            close(opened)
-            throw .cannotWatch(path, why)
-        }
         fd = opened
-        inotify = watcher
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
     }
 
-    deinit {
-        close(inotify)
-        close(fd)
+    deinit { close(fd) }
+
+    /// The file's size now (0 if fstat fails, which it does not on an open descriptor).
+    var size: Int64 {
+        var info = stat()
+        return fstat(fd, &info) == 0 ? Int64(info.st_size) : 0
     }
 
-    /// Empties the inotify queue: we only need to know that something was written.
-    func drainNotifications() {
-        var events = [UInt8](repeating: 0, count: 4096)
-        var rounds = 0
-        while rounds < 64, read(inotify, &events, events.count) > 0 { rounds += 1 }
-    }
+    /// Bytes appended and not read yet.
+    var backlog: Int64 { max(0, size - offset) }
 
     enum ReadResult: Equatable {
         /// Read up to the end of the file.
@@ -110,20 +115,21 @@ final class KeyLogFile {
         case more
     }
 
+    /// Someone truncated the file (the unit's ExecStopPost of a previous run, a client that opened it
+    /// with O_TRUNC): true, and the next read starts again from its beginning.
+    func noticeTruncation() -> Bool {
+        guard size < offset else { return false }
+        offset = 0
+        freedUpTo = 0
+        return true
+    }
+
     /// Reads what was appended since the last call into `buffer` and hands each chunk to `take`,
-    /// then frees those bytes in the file. At most `maxChunks` reads per call (the loop has other work).
-    /// `take` must not keep the bytes: the buffer is wiped after it returns.
+    /// then frees those bytes in the file. At most `maxChunks` reads per call (a flood must not keep
+    /// the intake from its other work). `take` must not keep the bytes: the buffer is wiped after it
+    /// returns.
     func readAppended(into buffer: UnsafeMutableRawBufferPointer, maxChunks: Int,
-                      _ take: (UnsafeRawBufferPointer) -> Void) -> (ReadResult, truncated: Bool) {
-        var truncated = false
-        var info = stat()
-        if fstat(fd, &info) == 0, Int64(info.st_size) < offset {
-            // Someone truncated the file (the unit's ExecStopPost of a previous run, a client that
-            // opened it with O_TRUNC): start again from its beginning.
-            offset = 0
-            freedUpTo = 0
-            truncated = true
-        }
+                      _ take: (UnsafeRawBufferPointer) -> Void) -> ReadResult {
         var result = ReadResult.more
         for _ in 0..<maxChunks {
             let n = pread(fd, buffer.baseAddress, buffer.count, off_t(offset))
@@ -137,7 +143,23 @@ final class KeyLogFile {
             offset += Int64(n)
         }
         release(caughtUp: result == .caughtUp)
-        return (result, truncated)
+        return result
+    }
+
+    /// Reads one chunk at `offset` without moving past it (the flood scan decides how far it got).
+    func peek(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        while true {
+            let n = pread(fd, buffer.baseAddress, buffer.count, off_t(offset))
+            if n < 0 && errno == EINTR { continue }
+            return max(0, n)
+        }
+    }
+
+    /// Moves past `count` bytes without parsing them (or past what the flood scan read), and frees them.
+    func skip(_ count: Int64) {
+        guard count > 0 else { return }
+        offset += count
+        release(caughtUp: false)
     }
 
     /// Gives back the blocks that held what we read, so secrets do not stay in the file and it does
@@ -156,18 +178,132 @@ final class KeyLogFile {
             punching = false  // EOPNOTSUPP (ramfs): fall back to truncating
         }
         // XXX: a line appended between the fstat and the ftruncate is lost; only without hole punching.
-        var info = stat()
-        if caughtUp, fstat(fd, &info) == 0, Int64(info.st_size) == offset {
-            ftruncate(fd, 0)
-            offset = 0
-            freedUpTo = 0
-        }
+        if caughtUp, size == offset { truncate() }
     }
 
-    /// On a clean stop: nothing a client wrote outlives pinproxy in the file.
+    /// Empties the file: on a clean stop (nothing a client wrote outlives pinproxy in it), and in a
+    /// flood while no tunnel waits for a line (every byte in it is worthless, and the size must not
+    /// grow without bound). Writers append with O_APPEND, so their next line lands at the new end.
     func truncate() {
         ftruncate(fd, 0)
         offset = 0
         freedUpTo = 0
+    }
+
+    // MARK: the path
+
+    /// What the configured path names now, if not the file we follow.
+    enum Finding: Equatable {
+        /// Nothing: unlinked or renamed away.
+        case missing
+        case fifo
+        case symlink
+        /// A regular file another user owns: its owner could read every secret written to it.
+        case foreignOwner(uid: UInt32)
+        /// A regular file of ours that is not the one we follow (created by a client while the name
+        /// was free, or moved there).
+        case otherFile
+        /// A directory, device or socket.
+        case notRegular
+
+        var text: String {
+            switch self {
+            case .missing: return "missing"
+            case .fifo: return "fifo"
+            case .symlink: return "symlink"
+            case .foreignOwner: return "foreign_owner"
+            case .otherFile: return "other_file"
+            case .notRegular: return "not_regular"
+            }
+        }
+    }
+
+    /// Nil when the path still names this file (its mode put back if someone changed it).
+    func inspectPath() -> Finding? {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return .missing }
+        switch info.st_mode & S_IFMT {
+        case S_IFIFO: return .fifo
+        case S_IFLNK: return .symlink
+        case S_IFREG: break
+        default: return .notRegular
+        }
+        guard info.st_uid == geteuid() else { return .foreignOwner(uid: info.st_uid) }
+        guard UInt64(info.st_dev) == device, UInt64(info.st_ino) == inode else { return .otherFile }
+        if info.st_mode & 0o7777 != mode { fchmod(fd, mode_t(mode)) }
+        return nil
+    }
+}
+
+/// inotify(7) for the intake: the followed file's inode (IN_MODIFY: a client wrote) and its
+/// directory (the path's name created, deleted, moved or changed: someone may have put something
+/// else in its place).
+final class KeyLogNotifier {
+    let fd: Int32
+    private let name: String
+    private var fileWatch: Int32 = -1
+    private let directoryWatch: Int32
+
+    struct Notice: OptionSet {
+        let rawValue: Int
+        static let written = Notice(rawValue: 1)
+        static let pathChanged = Notice(rawValue: 2)
+    }
+
+    init(path: String) throws(KeyLogFile.OpenError) {
+        let url = URL(fileURLWithPath: path)
+        name = url.lastPathComponent
+        let directory = url.deletingLastPathComponent().path
+        let opened = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        guard opened >= 0 else { throw .cannotWatch(path, errnoText(errno)) }
+        let mask = UInt32(IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+        let watch = inotify_add_watch(opened, directory, mask)
+        guard watch >= 0 else {
+            let why = errnoText(errno)
+            close(opened)
+            throw .cannotWatch(path, why)
+        }
+        fd = opened
+        directoryWatch = watch
+    }
+
+    deinit { close(fd) }
+
+    /// Watches the inode `file` has open (through /proc/self/fd, not whatever the path names by now),
+    /// instead of the one before.
+    func follow(_ file: KeyLogFile) throws(KeyLogFile.OpenError) {
+        if fileWatch >= 0 { inotify_rm_watch(fd, fileWatch) }
+        fileWatch = inotify_add_watch(fd, "/proc/self/fd/\(file.fd)", UInt32(IN_MODIFY))
+        guard fileWatch >= 0 else { throw .cannotWatch(file.path, errnoText(errno)) }
+    }
+
+    /// Empties the queue and says what it held (bounded: a queue that keeps filling is read again on
+    /// the next turn).
+    func drain() -> Notice {
+        var notice: Notice = []
+        var events = [UInt8](repeating: 0, count: 8192)
+        let header = MemoryLayout<inotify_event>.size
+        for _ in 0..<64 {
+            let n = read(fd, &events, events.count)
+            guard n > 0 else { break }
+            var at = 0
+            while at + header <= n {
+                let (wd, mask, length) = events.withUnsafeBytes { raw in
+                    (raw.load(fromByteOffset: at, as: Int32.self), raw.load(fromByteOffset: at + 4, as: UInt32.self),
+                     Int(raw.load(fromByteOffset: at + 12, as: UInt32.self)))
+                }
+                if mask & UInt32(IN_Q_OVERFLOW) != 0 {
+                    notice.formUnion([.written, .pathChanged])  // events were lost: look at everything
+                } else if wd == fileWatch {
+                    notice.insert(.written)
+                } else if wd == directoryWatch {
+                    let nameBytes = events[(at + header)..<min(n, at + header + length)].prefix { $0 != 0 }
+                    let selfEvent = mask & UInt32(IN_DELETE_SELF | IN_MOVE_SELF) != 0
+                    if selfEvent || String(decoding: nameBytes, as: UTF8.self) == name { notice.insert(.pathChanged) }
+                }
+                at += header + length
+            }
+        }
+        return notice
     }
 }

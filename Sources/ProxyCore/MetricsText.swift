@@ -79,6 +79,8 @@ enum MetricsText {
                     samples: [("", "keylog_watches")]),
         StatsFamily(name: "pinproxy_keylog_watches_refused_total", kind: .counter, help: "Tunnels that could not wait for a key-log line (table full).",
                     samples: [("", "keylog_watches_refused")]),
+        StatsFamily(name: "pinproxy_keylog_skipped_bytes_total", kind: .counter, help: "Key-log bytes passed over unparsed in a flood (no waiting tunnel could need them).",
+                    samples: [("", "keylog_skipped_bytes")]),
         StatsFamily(name: "pinproxy_workers", kind: .gauge, help: "Worker loops (proxy.workers).",
                     samples: [("", "workers")]),
     ]

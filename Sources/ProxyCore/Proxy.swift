@@ -128,7 +128,7 @@ public final class Proxy: @unchecked Sendable {
         // The key log first: a start that fails on it leaves no listener behind.
         if let settings = snapshot.policy.proxy.keylog {
             do {
-                keyLog = try KeyLogIntake(loop: loop, settings: settings, maxWatches: snapshot.policy.proxy.maxTunnels)
+                keyLog = try KeyLogIntake(settings: settings, maxWatches: snapshot.policy.proxy.maxTunnels, logger: logger)
             } catch {
                 throw StartError.keyLog(error.description)
             }
@@ -235,6 +235,7 @@ public final class Proxy: @unchecked Sendable {
             if let banner = rotation.bypassBanner(snapshot.policy, enabled: debugBypassEnabled) { logger.emit(banner) }
         }
         MemoryTrim.run()  // glibc's arenas set up here, before any worker thread trims
+        keyLog?.start()
         workersRunning = workers.count
         for worker in workers {
             worker.start { [unowned self] _ in mailbox.post { [unowned self] in workerFinished() } }
@@ -575,7 +576,8 @@ public final class Proxy: @unchecked Sendable {
         let c = keyLog?.counters ?? KeyLogBook.Counters()
         return [("keylog_lines", .int(c.lines)), ("keylog_kept", .int(c.kept)), ("keylog_dropped", .int(c.dropped)),
                 ("keylog_unparsable", .int(c.unparsable)), ("keylog_too_long", .int(c.tooLong)),
-                ("keylog_watches", .int(keyLog?.watchCount ?? 0)), ("keylog_watches_refused", .int(c.watchesRefused))]
+                ("keylog_watches", .int(keyLog?.watchCount ?? 0)), ("keylog_watches_refused", .int(c.watchesRefused)),
+                ("keylog_skipped_bytes", .int(Int(c.skippedBytes)))]
     }
 
     /// What a scrape of `/metrics` reports: the `stats` counters and the metrics' own, added up over

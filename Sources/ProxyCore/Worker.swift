@@ -191,7 +191,10 @@ final class Worker: @unchecked Sendable {
     /// under it. Returns how many were checked and how many it closed.
     func apply(_ fresh: PolicySnapshot) -> (checked: Int, closed: Int) {
         snapshot = fresh
-        if let settings = fresh.policy.proxy.keylog { keyLog?.waitSeconds = settings.wait }
+        if let settings = fresh.policy.proxy.keylog {
+            keyLog?.waitSeconds = settings.wait
+            keyLog?.intake.wait = settings.wait
+        }
         resolver.giveUpAfter(fresh.policy.proxy.dnsTimeout)
         let open = Array(sessions.values)
         let before = tally.withLock { $0.counters.closedByReload }

@@ -10,12 +10,8 @@ import TestSupport
 @Suite(.serialized) struct KeyLogTests {
     static let apiPinned = apiRule(pinsLine(Pins.leafEC))
 
-    /// A key log on tmpfs (secrets never touch a disk), in a directory of its own.
-    static func keyLogPath() throws -> String {
-        let directory = "/dev/shm/pinproxy-test-\(getpid())-\(UUID().uuidString.prefix(8))"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        return directory + "/keylog"
-    }
+    /// A key log on tmpfs (secrets never touch a disk), in a directory of its own (removed at exit).
+    static func keyLogPath() throws -> String { try memoryDirectory() + "/keylog" }
 
     /// `wait` is long enough for a client on a loaded CI machine to write its line after the
     /// ServerHello (clients take 0.25-3.4 ms on a quiet one); only the no-key-log cases pay it.

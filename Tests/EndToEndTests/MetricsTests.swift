@@ -18,7 +18,8 @@ import TestSupport
         "keylog_lines": "pinproxy_keylog_lines_total", "keylog_kept": "pinproxy_keylog_kept_total",
         "keylog_dropped": "pinproxy_keylog_dropped_total", "keylog_unparsable": "pinproxy_keylog_unparsable_total",
         "keylog_too_long": "pinproxy_keylog_too_long_total", "keylog_watches": "pinproxy_keylog_watches",
-        "keylog_watches_refused": "pinproxy_keylog_watches_refused_total", "workers": "pinproxy_workers",
+        "keylog_watches_refused": "pinproxy_keylog_watches_refused_total", "keylog_skipped_bytes": "pinproxy_keylog_skipped_bytes_total",
+        "workers": "pinproxy_workers",
     ]
 
     struct Scrape {

@@ -187,9 +187,7 @@ import TestSupport
     /// A key log added by a reload cannot be followed without a restart: said so, naming the key.
     @Test func aSettingOnlyARestartAppliesIsNamed() throws {
         let proxy = try ProxyProcess(config: policy(ports: [443]))
-        let directory = "/dev/shm/pinproxy-test-\(getpid())-reload"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let directory = try memoryDirectory()
         try policy(ports: [443], proxy: "keylog: { path: \(directory)/keylog }").write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
         proxy.signal(SIGHUP)
         let line = try #require(proxy.waitFor("restart_required"))

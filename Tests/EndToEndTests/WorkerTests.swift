@@ -114,7 +114,7 @@ import TestSupport
         #expect(proxy.events("tunnel_refused").isEmpty)
     }
 
-    /// The key log is read on the supervisor's loop; a TLS 1.3 tunnel waiting for its line lives on
+    /// The key log is read on a thread of its own; a TLS 1.3 tunnel waiting for its line lives on
     /// a worker: on either worker it is opened with the client's secret.
     @Test func aKeyLogTLS13TunnelIsVerifiedOnEitherWorker() throws {
         let path = try KeyLogTests.keyLogPath()

@@ -188,4 +188,60 @@ import TLSInspection
         #expect("\(secret)" == "SecretBytes(32 bytes)")
         #expect("\(KeyLogDelivery.secret(.serverHandshake(secret)))".contains("1111") == false)
     }
+
+    /// What a flood needs from the book: where the oldest watch began, the randoms in both cases of
+    /// hex, and offsets forgotten when the file is emptied or replaced.
+    @Test func theOldestWatchAndTheWatchedHexAreKnown() {
+        let book = KeyLogBook(capacity: 8)
+        #expect(book.oldestStart == nil && book.watchedHex.isEmpty)
+        let late = book.watch(clientRandom: Self.random, now: t0, from: 5000) { _ in }
+        let early = book.watch(clientRandom: Self.other, now: t0, from: 1200) { _ in }
+        #expect(book.oldestStart == 1200)
+        #expect(Set(book.watchedHex.map { String(decoding: $0, as: UTF8.self) })
+                == [Self.hex(Self.random), Self.hex(Self.random).uppercased(), Self.hex(Self.other), Self.hex(Self.other).uppercased()])
+        book.cancel(id: early!, clientRandom: Self.other)
+        #expect(book.oldestStart == 5000)
+        book.rebase()
+        #expect(book.oldestStart == 0)
+        book.cancel(id: late!, clientRandom: Self.random)
+        #expect(book.oldestStart == nil)
+        book.noteSkipped(100)
+        #expect(book.counters.skippedBytes == 100)
+    }
+}
+
+/// The flood gauge without I/O: the writers' rate, the file's size a moment ago, and its line's pace.
+@Suite struct KeyLogFloodTests {
+    @Test func theRateIsMeasuredFromTheFloodsStartAndTheLineIsPaced() throws {
+        let t0 = ContinuousClock.now
+        var flood = KeyLogFlood()
+        flood.observe(size: 0, at: t0)
+        flood.observe(size: 50 << 20, at: t0 + .milliseconds(100))
+        let report1 = flood.report(at: t0 + .milliseconds(100), watches: 0, path: "/k")
+        #expect(report1.map(\.event) == nil)  // the flood's first pass
+        flood.skipped(7)
+        flood.observe(size: 150 << 20, at: t0 + .milliseconds(300))
+        let report2 = flood.report(at: t0 + .milliseconds(300), watches: 0, path: "/k")
+        #expect(report2.map(\.event) == nil)  // not half a second yet
+        flood.observe(size: 250 << 20, at: t0 + .milliseconds(600))
+        let reported = flood.report(at: t0 + .milliseconds(600), watches: 2, path: "/k")
+        let line = try #require(reported)
+        #expect(line.event == "keylog_flooded" && line.level == .warning)
+        #expect(line["bytes_per_s"]?.json == "\(400 << 20)" && line["skipped_bytes"]?.json == "7" && line["watches"]?.json == "2")
+        #expect(line["keylog"]?.json == "\"/k\"")
+        flood.observe(size: 300 << 20, at: t0 + .seconds(5))
+        let report3 = flood.report(at: t0 + .seconds(5), watches: 0, path: "/k")
+        #expect(report3.map(\.event) == nil)  // once every 10 s
+        // A new flood a minute later: its rate is measured from its own start, not from the old line.
+        flood.observe(size: 400 << 20, at: t0 + .seconds(60))
+        let again = flood.report(at: t0 + .seconds(60), watches: 0, path: "/k")
+        #expect(again.map(\.event) == nil)
+        flood.observe(size: 500 << 20, at: t0 + .seconds(61))
+        let second = flood.report(at: t0 + .seconds(61), watches: 0, path: "/k")
+        #expect(second?["bytes_per_s"]?.json == "\(100 << 20)")
+        #expect(flood.size(before: t0 + .milliseconds(350)) == 150 << 20)
+        #expect(flood.size(before: t0 - .seconds(1)) == nil)
+        flood.restart()
+        #expect(flood.size(before: t0 + .milliseconds(350)) == 0)
+    }
 }

@@ -19,7 +19,7 @@ import Testing
             self.deliver = deliver
             return self
         }
-        func readNow() {}
+        func readNow(then done: @escaping () -> Void) { done() }
         func after(_ seconds: Double, _ action: @escaping () -> Void) -> AnyObject {
             timers.append(action)
             return self

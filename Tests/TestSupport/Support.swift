@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Paths and process helpers shared by the test targets. Every process a test starts is bounded in
 /// time and stopped by the test (or by its stdin closing); all traffic stays on 127.0.0.1.
@@ -59,6 +60,21 @@ public func temporaryDirectory() throws -> String {
     try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     return url.path
 }
+
+/// A directory of its own on tmpfs (/dev/shm), for a key log: removed when the test process exits
+/// (a test's own `defer` could race a pinproxy that puts its key log back in a directory being removed).
+public func memoryDirectory() throws -> String {
+    let path = "/dev/shm/pinproxy-test-\(getpid())-\(UUID().uuidString.prefix(8))"
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    memoryDirectories.withLock { made in
+        if made.isEmpty { atexit { memoryDirectories.withLock { $0 }.forEach { try? FileManager.default.removeItem(atPath: $0) } } }
+        made.append(path)
+    }
+    return path
+}
+
+/// What `memoryDirectory` made in this process.
+private let memoryDirectories = Mutex<[String]>([])
 
 public func temporaryFile(_ text: String, name: String = "policy.yaml") throws -> String {
     let path = try temporaryDirectory() + "/" + name

@@ -26,3 +26,6 @@ long pp_SSL_set_msg_callback_arg(struct ssl_st *ssl, void *arg);
 /// fallocate(fd, mode, offset, length): glibc declares it only under _GNU_SOURCE, so Swift's Glibc
 /// module does not import it. The key-log intake punches holes with it (FALLOC_FL_PUNCH_HOLE).
 int pp_fallocate(int fd, int mode, long long offset, long long length);
+/// memmem and memrchr (GNU): the key-log intake looks for the randoms tunnels wait for in a flood.
+const void *pp_memmem(const void *haystack, unsigned long haystackLength, const void *needle, unsigned long needleLength);
+const void *pp_memrchr(const void *bytes, int byte, unsigned long length);
