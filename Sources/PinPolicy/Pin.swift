@@ -135,20 +135,26 @@ public struct PinEntry: Hashable, Sendable, CustomStringConvertible {
     /// For a `file:` pin: the file, and the certificate's notAfter when it held one (for lint).
     public let file: String?
     public let notAfter: Date?
+    /// `backup: true` on an `at: ca` pin: the operator accepts this CA as the rule's backup (any key
+    /// the CA certifies for the name passes when the leaf key changes), so a chain that matches every
+    /// pin of the rule is not reported as having no real backup.
+    public let acceptedBackup: Bool
 
     public init(pin: Pin, position: PinPosition? = nil, label: String? = nil, line: Int = 0, file: String? = nil,
-                notAfter: Date? = nil) {
+                notAfter: Date? = nil, acceptedBackup: Bool = false) {
         self.pin = pin
         self.position = position ?? (pin.kind == .spki ? .any : .leaf)
         self.label = label
         self.line = line
         self.file = file
         self.notAfter = notAfter
+        self.acceptedBackup = acceptedBackup
     }
 
     public var description: String {
         var s = "\(pin) at=\(position.rawValue)"
         if let label { s += " (\(label))" }
+        if acceptedBackup { s += " backup" }
         return s
     }
 }

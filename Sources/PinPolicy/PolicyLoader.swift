@@ -579,7 +579,7 @@ final class PolicyReader {
 
     // MARK: pins
 
-    static let pinKeys = ["pin", "file", "kind", "at", "label"]
+    static let pinKeys = ["pin", "file", "kind", "at", "label", "backup"]
     static let dnsKeys = ["nameservers", "hosts_file"]
     static let keylogKeys = ["path", "wait", "mode"]
     static let defaultsKeys = ["unpinned", "trust", "require_backup", "require_keylog"]
@@ -626,7 +626,17 @@ final class PolicyReader {
             var position: PinPosition?
             if let a = f["at"] { position = choice(a, "at", PinPosition.self, options: [.leaf, .ca, .any]) }
             let label = f["label"].flatMap { string($0, "label") }
-            if let pin { entries.append(PinEntry(pin: pin, position: position, label: label, line: item.mark?.line ?? 0, file: file, notAfter: notAfter)) }
+            var acceptedBackup = false
+            if let b = f["backup"], let value = boolean(b, "backup") {
+                if value && position != .ca {
+                    fail(b, "backup: true marks a CA pin (at: ca) as the rule's accepted backup; a leaf key not in use yet is a real backup without it")
+                }
+                acceptedBackup = value
+            }
+            if let pin {
+                entries.append(PinEntry(pin: pin, position: position, label: label, line: item.mark?.line ?? 0, file: file,
+                                        notAfter: notAfter, acceptedBackup: acceptedBackup))
+            }
         }
         return entries
     }

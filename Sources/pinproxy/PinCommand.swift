@@ -218,12 +218,17 @@ enum CertificateReport {
         if let trust { lines.append("  trust: \"\(trust)\"") }
         lines += [
             "  pins:",
-            "    - { pin: \"\(leaf.spki)\", at: leaf, label: \"\(escape(leaf.subject))\" }",
+            // Only CA certificates given (`pin --cert ca.pem`): the rule pins the CA, where a CA sits.
+            "    - { pin: \"\(leaf.spki)\", at: \(leaf.isCA ? "ca" : "leaf"), label: \"\(escape(leaf.subject))\" }",
         ]
-        if let issuer = chain.first(where: { $0.isCA && $0.subject == leaf.issuer }) {
-            lines.append("    - { pin: \"\(issuer.spki)\", at: ca, label: \"\(escape(issuer.subject))\" }")
+        if !leaf.isCA, let issuer = chain.first(where: { $0.isCA && $0.subject == leaf.issuer && $0.spki != leaf.spki }) {
+            // BackupRule: the issuing CA is in the served chain, so it is a backup only when marked.
+            lines.append("    - { pin: \"\(issuer.spki)\", at: ca, label: \"\(escape(issuer.subject))\", backup: true }")
+            lines.append("    # backup: true accepts the issuing CA as the backup: any key it certifies for the name passes.")
+            lines.append("    # Stricter: replace that line with a spare key not in use yet, kept offline: { file: next-key.pub.pem, at: leaf, label: backup }")
+        } else {
+            lines.append("    # add a backup: \(BackupRule.advice)")
         }
-        lines.append("    # add a backup pin: the SPKI of a key you keep offline (file: backup.pub.pem) or of the issuing CA")
         return lines.joined(separator: "\n")
     }
 

@@ -98,7 +98,9 @@ func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, ar
             - host: "api.pinproxy.test"
               pins:
                 - { pin: "spki-sha256:kBQGSGfznkVIdbhVncSBp6O/buiORHazf74OhcSQKZE=", at: leaf, label: "CN=api.pinproxy.test,O=pinproxy tests" }
-                - { pin: "spki-sha256:KCDrug7ej6zlHN6aFwgek+aRk6ExpqGsKfgGdPF+qhM=", at: ca, label: "CN=pinproxy good intermediate,O=pinproxy tests" }
+                - { pin: "spki-sha256:KCDrug7ej6zlHN6aFwgek+aRk6ExpqGsKfgGdPF+qhM=", at: ca, label: "CN=pinproxy good intermediate,O=pinproxy tests", backup: true }
+                # backup: true accepts the issuing CA as the backup: any key it certifies for the name passes.
+                # Stricter: replace that line with a spare key not in use yet, kept offline: { file: next-key.pub.pem, at: leaf, label: backup }
             """))
     }
 
