@@ -197,6 +197,10 @@ final class PolicyReader {
                 fail(key, "keys in \(what) must be plain names")
                 continue
             }
+            if name.contains("\t") {  // a tab that the YAML parser took into a key: the same cause, the same words
+                fail(key, "tabs are not allowed for indentation in YAML; indent with spaces")
+                continue
+            }
             guard allowed.contains(name) else {
                 fail(key, "unknown key '\(name)' in \(what); known keys: \(allowed.joined(separator: ", "))")
                 continue
@@ -297,8 +301,14 @@ final class PolicyReader {
         return ports
     }
 
+    /// A `file:` path, relative to the policy file's directory. `.` and empty components are dropped
+    /// (they only make messages odd: `./../pki/x.pem`); `..` is kept, since a symlink makes it mean
+    /// more than the text says.
     func path(_ text: String) -> String {
-        text.hasPrefix("/") ? text : baseDirectory + "/" + text
+        guard !text.hasPrefix("/") else { return text }
+        let joined = baseDirectory + "/" + text
+        let parts = joined.split(separator: "/").filter { $0 != "." }
+        return (joined.hasPrefix("/") ? "/" : "") + (parts.isEmpty ? "." : parts.joined(separator: "/"))
     }
 
     // MARK: the document

@@ -269,7 +269,7 @@ enum SessionLog {
         case .policy(.clientNotAllowed):
             return "add the client's network to proxy.allow_clients if it should use the proxy"
         case .network(.dnsError), .network(.dnsTimeout):
-            return "check proxy.dns (nameservers, hosts_file) or map the name in resolve:"
+            return "check proxy.dns (nameservers, hosts_file) or map the name in the policy's resolve: (pinproxy resolves every CONNECT name itself; a client's own mapping, such as curl --resolve, does not reach through a proxy)"
         case .network(.connectionRefused), .network(.connectionTimeout):
             return "the upstream did not accept a TCP connection; check the address and port"
         case .network(.tlsProtocolError), .network(.probeTimeout):
@@ -312,7 +312,7 @@ extension Logger {
 }
 
 /// A path as one shell word: as it is when it is plain, else in single quotes.
-func shellWord(_ text: String) -> String {
+public func shellWord(_ text: String) -> String {
     let plain = !text.isEmpty && text.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) || "/._-+:@%,=".unicodeScalars.contains($0) }
     return plain ? text : "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
 }

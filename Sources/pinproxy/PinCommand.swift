@@ -38,7 +38,10 @@ struct PinCommand: ParsableCommand {
     }
 
     func validate() throws {
-        if cert.isEmpty == (target == nil) { throw ValidationError("give HOST[:PORT] or --cert FILE..., not both") }
+        if cert.isEmpty && target == nil {
+            throw ValidationError("give HOST[:PORT] to probe a server, or --cert FILE... to read certificate or public-key files")
+        }
+        if !cert.isEmpty && target != nil { throw ValidationError("give HOST[:PORT] or --cert FILE..., not both") }
         if connectTo != nil && connectAddress == nil { throw ValidationError("--connect-to takes an IP address") }
     }
 
@@ -53,6 +56,9 @@ struct PinCommand: ParsableCommand {
             let certificates: [Certificate]
             do {
                 certificates = try Certificate.load(file: path)
+            } catch let error as FileError {
+                Output.err("pinproxy pin: \(path): \(error)")  // cannot read it: strerror and the errno
+                throw ExitCode(1)
             } catch {
                 // A public key (PEM `PUBLIC KEY` or DER SubjectPublicKeyInfo): what the policy's
                 // `file:` pins accept, and what an offline backup key usually is.
@@ -63,7 +69,7 @@ struct PinCommand: ParsableCommand {
                     Output.out("")
                     continue
                 }
-                Output.err("pinproxy pin: \(path): \(error)")
+                Output.err("pinproxy pin: \(path): \(Self.neitherMessage(path))")
                 throw ExitCode(1)
             }
             for (index, certificate) in certificates.enumerated() {
@@ -83,6 +89,16 @@ struct PinCommand: ParsableCommand {
                 Output.out("    - { pin: \"\(key.pin)\", label: \"\(CertificateReport.escape(name))\" }   # or { file: \(key.path) }")
             }
         }
+    }
+
+    /// What a file that holds neither a certificate nor a public key is told: a private key gets the
+    /// command that takes its public half.
+    static func neitherMessage(_ path: String) -> String {
+        let text = (try? PlainFile.contents(of: path, limit: 1 << 20)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        if text.contains("PRIVATE KEY-----") {
+            return "a private key; pin --cert reads certificates and public keys (PEM or DER). Pin its public key: openssl pkey -in \(shellWord(path)) -pubout -out key.pub.pem"
+        }
+        return "holds neither a certificate nor a public key; pin --cert reads PEM 'BEGIN CERTIFICATE' or 'BEGIN PUBLIC KEY' blocks, or one DER certificate or public key"
     }
 
     private func probe(_ text: String) throws {

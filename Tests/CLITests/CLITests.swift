@@ -115,13 +115,13 @@ func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, ar
     @Test func unreadableInputsFailCleanly() throws {
         let missing = try pinproxy("pin", "--cert", "/nonexistent.pem")
         #expect(missing.status == 1)
-        #expect(missing.stderr == "pinproxy pin: /nonexistent.pem: cannot read the file\n")
+        #expect(missing.stderr == "pinproxy pin: /nonexistent.pem: cannot read the file: No such file or directory (errno 2)\n")
         let garbage = try pinproxy("pin", "--cert", "\(fixtures)/make-fixtures.sh")
         #expect(garbage.status == 1)
-        #expect(garbage.stderr.contains("not a readable certificate"))
+        #expect(garbage.stderr.contains("holds neither a certificate nor a public key"))
         let none = try pinproxy("pin")
         #expect(none.status != 0)
-        #expect(none.stderr.contains("give HOST[:PORT] or --cert FILE..."))
+        #expect(none.stderr.contains("give HOST[:PORT] to probe a server, or --cert FILE..."))
     }
 }
 
@@ -194,5 +194,104 @@ func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, ar
         let r = try pinproxy("check", "--config", "config/pinproxy.yaml", "--port", "8443")
         #expect(r.status != 0)
         #expect(r.stderr.contains("--port goes with --probe"))
+    }
+}
+
+/// Pins of the fixture PKI (Fixtures/expected-pins.txt).
+enum Pins {
+    static let leafEC = "spki-sha256:kBQGSGfznkVIdbhVncSBp6O/buiORHazf74OhcSQKZE="
+    static let intermediate = "spki-sha256:KCDrug7ej6zlHN6aFwgek+aRk6ExpqGsKfgGdPF+qhM="
+    static let root = "spki-sha256:8xYmeC9Eb+1x3jKAb5kV+2ORTfldeg/FMzwVSTm3ptc="
+}
+
+/// Issue 20's sharp edges, each with its exact message.
+@Suite struct SharpEdgeTests {
+    @Test func pinWithoutArgumentsSaysWhatToGive() throws {
+        let none = try pinproxy("pin")
+        #expect(none.status == 64)
+        #expect(none.stderr.hasPrefix("Error: give HOST[:PORT] to probe a server, or --cert FILE... to read certificate or public-key files\n"))
+        let both = try pinproxy("pin", "api.example.com", "--cert", "\(fixtures)/leaf-ec256.pem")
+        #expect(both.status == 64)
+        #expect(both.stderr.hasPrefix("Error: give HOST[:PORT] or --cert FILE..., not both\n"))
+    }
+
+    /// A lone CA certificate: its key once, where a CA sits (it used to be printed `at: leaf` and `at: ca`).
+    @Test func aLoneCACertificateIsPinnedOnceAtCA() throws {
+        let r = try pinproxy("pin", "--cert", "\(fixtures)/good-root.pem")
+        #expect(r.status == 0)
+        #expect(r.stdout.hasSuffix("""
+            # Ready-to-paste rule (under rules:). Confirm these pins from a network you trust.
+            - host: "REPLACE.example.com"
+              pins:
+                - { pin: "\(Pins.root)", at: ca, label: "CN=pinproxy good root,O=pinproxy tests" }
+                # add a backup: a real backup is a key not in the served chain (a spare kept offline: '{ file: next-key.pub.pem, at: leaf, label: backup }') or a CA pin marked 'backup: true' (then any key that CA certifies for the name passes)
+
+            """))
+        #expect(r.stdout.components(separatedBy: Pins.root).count == 3)  // the "spki pin:" line and the rule
+    }
+
+    @Test func aPrivateKeyGetsTheCommandForItsPublicKey() throws {
+        let path = "\(fixtures)/leaf-ec256.key.pem"
+        let r = try pinproxy("pin", "--cert", path)
+        #expect(r.status == 1)
+        #expect(r.stderr == "pinproxy pin: \(path): a private key; pin --cert reads certificates and public keys (PEM or DER). Pin its public key: openssl pkey -in \(path) -pubout -out key.pub.pem\n")
+        let text = "\(fixtures)/make-fixtures.sh"
+        #expect(try pinproxy("pin", "--cert", text).stderr == "pinproxy pin: \(text): holds neither a certificate nor a public key; pin --cert reads PEM 'BEGIN CERTIFICATE' or 'BEGIN PUBLIC KEY' blocks, or one DER certificate or public key\n")
+        #expect(try pinproxy("pin", "--cert", "/nonexistent.pem").stderr == "pinproxy pin: /nonexistent.pem: cannot read the file: No such file or directory (errno 2)\n")
+    }
+
+    /// The path joined to the policy's directory without `./`, and the errno.
+    @Test func aMissingPinFileNamesItsPathAndErrno() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory + "/etc", withIntermediateDirectories: true)
+        let path = directory + "/etc/policy.yaml"
+        try "version: 1\ndefaults: {unpinned: allow}\nrules:\n  - host: a.test\n    pins:\n      - { file: ./../pki/nothere.pem }\n      - \"\(Pins.leafEC)\"\n"
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        let r = try pinproxy("check", "--config", path)
+        #expect(r.status == 1)
+        #expect(r.stderr == "\(path):6:17: error: cannot use the pin file '\(directory)/etc/../pki/nothere.pem': cannot read the file: No such file or directory (errno 2)\n\(path): 1 error; the policy was not loaded\n")
+    }
+
+    /// A tab that reaches a key (here quoted; libyaml refuses an unquoted one itself) gets the tab message.
+    @Test func aTabInAKeyIsTheTabMessage() throws {
+        let path = try temporaryFile("version: 1\ndefaults: {unpinned: allow}\nrules:\n  - host: a.test\n    \"\\tpins\": [\"\(Pins.leafEC)\"]\n")
+        let r = try pinproxy("check", "--config", path)
+        #expect(r.stderr.contains("\n\(path):5:5: error: tabs are not allowed for indentation in YAML; indent with spaces\n"))
+        let raw = try temporaryFile("version: 1\ndefaults: {unpinned: allow}\nrules:\n  - host: a.test\n\tpins: [\"\(Pins.leafEC)\"]\n")
+        #expect(try pinproxy("check", "--config", raw).stderr.hasPrefix("\(raw):5:1: error: tabs are not allowed for indentation in YAML; indent with spaces\n"))
+    }
+
+    @Test func aHexSPKIPinSaysHexIsForCertPinsAndGivesTheBase64() throws {
+        // Pins.leafEC's 32 bytes written in hex.
+        let hex = "9014064867f39e454875b8559dc481a7a3bf6ee88e4476b37fbe0e85c4902991"
+        let path = try temporaryFile("version: 1\ndefaults: {unpinned: allow}\nrules:\n  - host: a.test\n    pins: [\"spki-sha256:\(hex)\"]\n")
+        let r = try pinproxy("check", "--config", path)
+        #expect(r.stderr.hasPrefix("\(path):5:12: error: spki-sha256 takes base64 (44 characters); hex is only for cert-sha256. The same 32 bytes in base64: \(Pins.leafEC)\n"))
+    }
+
+    @Test func aListenAddressInUseHasAHint() throws {
+        let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(taken) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(taken, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(taken, $0, &length) } }
+        #expect(listen(taken, 1) == 0)
+        let port = UInt16(bigEndian: address.sin_port)
+        let path = try temporaryFile("version: 1\ndefaults: {unpinned: allow}\n")
+        let r = try run(Paths.pinproxy, ["run", "--config", path, "--listen", "127.0.0.1:\(port)"], timeout: 30)
+        #expect(r.status == 1)
+        let line = parseLogLine(String(r.stderr.split(separator: "\n").last ?? ""))
+        #expect(line["event"] == "start_failed" && line["detail"] == "cannot listen on 127.0.0.1:\(port): Address already in use")
+        #expect(line["hint"] == "another process listens on 127.0.0.1:\(port) (ss -ltnp 'sport = :\(port)' names it): stop it, or give pinproxy another address with --listen or proxy.listen")
+    }
+
+    /// `--generate-completion-script` is documented in the README and shown by `--help`.
+    @Test func helpShowsTheCompletionScriptOption() throws {
+        let r = try pinproxy("--help")
+        #expect(r.stdout.contains("\nShell completions: pinproxy --generate-completion-script bash|zsh|fish\n"))
     }
 }

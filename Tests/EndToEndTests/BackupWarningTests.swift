@@ -60,3 +60,23 @@ import TestSupport
         #expect(proxy.stop() == 0)
     }
 }
+
+/// A name that does not exist, in Linux words rather than libevent's BSD ones, and a hint that says
+/// a client's own `curl --resolve` does not reach through a proxy.
+@Suite(.serialized) struct DNSRefusalWordingTests {
+    @Test func aMissingNameSaysSoAndPointsAtResolve() throws {
+        let server = try Upstream("leaf-ec256")
+        let dns = try Helper("/usr/bin/env", ["python3", "\(Paths.scripts)/dns.py", "api.pinproxy.test", "127.0.0.1"])
+        let proxy = try ProxyProcess(config: policy(ports: [server.port], resolve: "  {}",
+                                                    proxy: "dns: { nameservers: [\"127.0.0.1:\(dns.port)\"], hosts_file: none }")
+                                        .replacingOccurrences(of: "  dns: { nameservers: [], hosts_file: none }\n", with: ""))
+        // curl's own mapping is ignored through a proxy: the CONNECT carries the name.
+        let r = try curl(proxy: proxy.port, host: "nowhere.pinproxy.test", port: server.port,
+                         extra: ["--resolve", "nowhere.pinproxy.test:\(server.port):127.0.0.1"])
+        #expect(r.connectStatus == 502)
+        let line = try #require(proxy.waitFor("tunnel_refused"))
+        #expect(line["reason"] == "dns_error" && line["detail"] == "nowhere.pinproxy.test did not resolve: no such name, or no address for it, in DNS")
+        #expect(line["hint"] == "check proxy.dns (nameservers, hosts_file) or map the name in the policy's resolve: (pinproxy resolves every CONNECT name itself; a client's own mapping, such as curl --resolve, does not reach through a proxy)")
+        #expect(proxy.stop() == 0)
+    }
+}
