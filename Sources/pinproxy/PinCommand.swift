@@ -13,23 +13,45 @@ struct PinCommand: ParsableCommand {
             resolve:, dns and the trust of the rule for HOST, or --connect-to) and prints the verified chain.
             With --config, it also says whether the chain MATCHES the policy's rule for HOST or DOES NOT MATCH it.
             pinproxy pin --cert FILE...  reads certificates (PEM, one or more, or DER) or public keys (PEM or DER).
+            pinproxy pin --from-log FILE|-   reads pinproxy's own log (logfmt or JSON lines, journalctl -o json \
+            or -o export) and prints a rule for every host whose verified chain it logged, most used first; \
+            a host whose chain changed during the window is marked and its rule is mode: report.
+            pinproxy pin --export okhttp|nsc|trustkit|curl [RULE...]   prints the pins of the --config \
+            policy's rules (each named as the log names it: api.example.com, **.example.com:8443; default: \
+            every rule with pins) as OkHttp CertificatePinner code, an Android network_security_config.xml, \
+            a TrustKit configuration or curl --pinnedpubkey commands.
+            pinproxy pin --import nsc FILE   prints policy rules from an Android network_security_config.xml's <pin-set>s.
 
             Discovery must happen on a network you trust: on an intercepted network the pins printed are \
             the attacker's. The SPKI pin equals the value of
               openssl x509 -pubkey -noout -in FILE | openssl pkey -pubin -outform DER | openssl dgst -sha256 -binary | base64
             """)
 
-    @Argument(help: ArgumentHelp("The server to probe (port 443 when omitted).", valueName: "HOST[:PORT]"))
-    var target: String?
+    @Argument(help: ArgumentHelp("The server to probe (port 443 when omitted); with --export, the rules; with --import, the file.",
+                                 valueName: "HOST[:PORT]"))
+    var arguments: [String] = []
 
     @Option(name: .long, parsing: .upToNextOption, help: ArgumentHelp("Certificate or public-key files (PEM or DER).", valueName: "FILE"))
     var cert: [String] = []
 
-    @Option(name: .long, help: "The policy file whose resolve:, dns and trust apply (default: none; system trust and DNS).")
+    @Option(name: .long, help: "The policy file whose resolve:, dns and trust apply (default: none; system trust and DNS), or whose rules --export prints (default: \(defaultConfigPath)).")
     var config: String?
 
     @Option(name: .customLong("connect-to"), help: ArgumentHelp("Connect to this address instead of resolving HOST.", valueName: "ADDR"))
     var connectTo: String?
+
+    @Option(name: .customLong("from-log"), help: ArgumentHelp("pinproxy's log to turn into rules ('-': standard input).", valueName: "FILE"))
+    var fromLog: String?
+
+    @Option(name: .long, help: ArgumentHelp("Print the policy's pins in this format.", valueName: "okhttp|nsc|trustkit|curl"))
+    var export: ExportFormat?
+
+    @Option(name: .customLong("import"), help: ArgumentHelp("Read pins in this format from the FILE argument.", valueName: "nsc"))
+    var importFormat: ImportFormat?
+
+    enum ImportFormat: String, ExpressibleByArgument { case nsc }
+
+    private var target: String? { cert.isEmpty && fromLog == nil && export == nil && importFormat == nil ? arguments.first : nil }
 
     /// `--connect-to` as an address (`192.0.2.1`, `2001:db8::1` or `[2001:db8::1]`).
     private var connectAddress: IPAddress? {
@@ -38,15 +60,80 @@ struct PinCommand: ParsableCommand {
     }
 
     func validate() throws {
-        if cert.isEmpty && target == nil {
-            throw ValidationError("give HOST[:PORT] to probe a server, or --cert FILE... to read certificate or public-key files")
+        let modes = [!cert.isEmpty, fromLog != nil, export != nil, importFormat != nil].filter { $0 }.count
+        if modes > 1 { throw ValidationError("give one of --cert, --from-log, --export and --import") }
+        if modes == 0 && arguments.isEmpty {
+            throw ValidationError("give HOST[:PORT] to probe a server, or --cert FILE... to read certificate or public-key files (or --from-log, --export, --import)")
         }
-        if !cert.isEmpty && target != nil { throw ValidationError("give HOST[:PORT] or --cert FILE..., not both") }
+        if !cert.isEmpty && !arguments.isEmpty { throw ValidationError("give HOST[:PORT] or --cert FILE..., not both") }
+        if modes == 0 && arguments.count > 1 { throw ValidationError("give one HOST[:PORT] to probe") }
+        if fromLog != nil && !arguments.isEmpty { throw ValidationError("--from-log reads one log: give no HOST or RULE") }
+        if importFormat != nil && arguments.count != 1 { throw ValidationError("--import nsc reads one FILE") }
+        if connectTo != nil && target == nil { throw ValidationError("--connect-to goes with HOST[:PORT]") }
         if connectTo != nil && connectAddress == nil { throw ValidationError("--connect-to takes an IP address") }
     }
 
     func run() throws {
+        if let fromLog { return try onboard(fromLog) }
+        if let export { return try exportPins(export) }
+        if importFormat != nil { return try importPins(arguments[0]) }
         if let target { try probe(target) } else { try files() }
+    }
+
+    /// `--from-log FILE|-`.
+    private func onboard(_ path: String) throws {
+        let bytes: [UInt8]
+        if path == "-" {
+            bytes = Array(FileHandle.standardInput.readDataToEndOfFile())
+        } else {
+            do {
+                bytes = try PlainFile.contents(of: path, limit: 1 << 30)
+            } catch {
+                Output.err("pinproxy pin --from-log: \(error)")
+                throw ExitCode(1)
+            }
+        }
+        let contents = DecisionLog.read(bytes)
+        var seen = FromLog()
+        for record in contents.records { seen.add(record) }
+        for line in seen.report(read: contents.records.count, skipped: contents.skipped) { Output.out(line) }
+    }
+
+    /// `--export FORMAT [RULE...]`.
+    private func exportPins(_ format: ExportFormat) throws {
+        let path = config ?? defaultConfigPath
+        let policy: Policy
+        do {
+            policy = try PolicyLoader.load(file: path, pinFiles: PinFiles.loader)
+        } catch {
+            Output.loadErrors(error)
+            throw ExitCode(1)
+        }
+        let pinned = policy.rules.filter { !$0.pins.isEmpty }
+        var chosen: [Rule] = []
+        for name in arguments {
+            guard let rule = pinned.first(where: { $0.name == name || $0.pattern.description == name }) else {
+                Output.err("pinproxy pin --export: no rule with pins named '\(name)' in \(path); its rules: \(pinned.map(\.name).joined(separator: ", "))")
+                throw ExitCode(1)
+            }
+            if !chosen.contains(rule) { chosen.append(rule) }
+        }
+        Output.out(PinExport.render(format, rules: arguments.isEmpty ? pinned : chosen))
+    }
+
+    /// `--import nsc FILE`.
+    private func importPins(_ path: String) throws {
+        do {
+            let bytes = try PlainFile.contents(of: path, limit: 16 << 20)
+            let rules = try NetworkSecurityConfigImport.rules(String(decoding: bytes, as: UTF8.self))
+            Output.out(NetworkSecurityConfigImport.render(rules, file: path))
+        } catch let error as PlainFile.ReadError {
+            Output.err("pinproxy pin --import: \(error)")
+            throw ExitCode(1)
+        } catch {
+            Output.err("pinproxy pin --import: \(path): \(error)")
+            throw ExitCode(1)
+        }
     }
 
     private func files() throws {
@@ -227,17 +314,24 @@ enum CertificateReport {
         case .ip(let address)?: target = "ip: \"\(address)\""
         case nil: target = host.map { "host: \"\($0)\"" } ?? ip.map { "ip: \"\($0)\"" } ?? "host: \"REPLACE.example.com\""
         }
-        var lines = [
-            "# Ready-to-paste rule (under rules:). Confirm these pins from a network you trust.",
-            "- \(target)",
-        ]
+        let issuer = leaf.isCA ? nil : chain.first(where: { $0.isCA && $0.subject == leaf.issuer && $0.spki != leaf.spki })
+        return (["# Ready-to-paste rule (under rules:). Confirm these pins from a network you trust."]
+                + ruleLines(target: target, trust: trust.map { "\($0)" }, leaf: (leaf.spki, leaf.subject, leaf.isCA),
+                            issuer: issuer.map { ($0.spki, $0.subject) })).joined(separator: "\n")
+    }
+
+    /// The rule itself, shared with `--from-log`: the leaf key (or a lone CA's, where a CA sits)
+    /// and, as its backup (BackupRule), the issuing CA marked `backup: true`.
+    static func ruleLines(target: String, trust: String?, mode: String? = nil, leaf: (spki: Pin, subject: String, isCA: Bool),
+                          issuer: (spki: Pin, subject: String)?) -> [String] {
+        var lines = ["- \(target)"]
         if let trust { lines.append("  trust: \"\(trust)\"") }
+        if let mode { lines.append("  mode: \(mode)") }
         lines += [
             "  pins:",
-            // Only CA certificates given (`pin --cert ca.pem`): the rule pins the CA, where a CA sits.
             "    - { pin: \"\(leaf.spki)\", at: \(leaf.isCA ? "ca" : "leaf"), label: \"\(escape(leaf.subject))\" }",
         ]
-        if !leaf.isCA, let issuer = chain.first(where: { $0.isCA && $0.subject == leaf.issuer && $0.spki != leaf.spki }) {
+        if let issuer {
             // BackupRule: the issuing CA is in the served chain, so it is a backup only when marked.
             lines.append("    - { pin: \"\(issuer.spki)\", at: ca, label: \"\(escape(issuer.subject))\", backup: true }")
             lines.append("    # backup: true accepts the issuing CA as the backup: any key it certifies for the name passes.")
@@ -245,7 +339,7 @@ enum CertificateReport {
         } else {
             lines.append("    # add a backup: \(BackupRule.advice)")
         }
-        return lines.joined(separator: "\n")
+        return lines
     }
 
     static func escape(_ s: String) -> String {

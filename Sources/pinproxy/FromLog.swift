@@ -1,0 +1,95 @@
+import PinPolicy
+
+/// `pinproxy pin --from-log`: a ready rule for every host whose verified chain pinproxy logged,
+/// most used first (trust on first use, over the window the log covers).
+///
+/// Only decision lines that carry a chain pinproxy verified count: `tunnel_allowed`,
+/// `tunnel_bypassed` and `tunnel_refused` with `chain_verified=true` (an unpinned tunnel is never
+/// probed, so it has no chain: put a host under a `mode: report` rule while collecting). Stream-stage
+/// lines repeat a CONNECT already counted, and a deny-listed chain is never proposed.
+struct FromLog {
+    /// One chain as a rule pins it: the leaf key and the issuing CA's.
+    struct Chain: Hashable {
+        let leaf: Pin
+        let leafSubject: String
+        let leafIsAnchor: Bool
+        let issuer: Pin?
+        let issuerSubject: String?
+    }
+
+    struct Host {
+        let name: String
+        var connects = 0
+        /// The rule's trust (`trust=` of the lines): a pasted rule needs it when it is not `system`.
+        var trust: String?
+        /// Every chain seen, in the order first seen, with how often; `latest` the last one.
+        var chains: [(chain: Chain, count: Int)] = []
+        var latest: Chain?
+    }
+
+    private(set) var hosts: [String: Host] = [:]
+    private(set) var used = 0
+
+    mutating func add(_ record: [String: String]) {
+        guard ["tunnel_allowed", "tunnel_bypassed", "tunnel_refused"].contains(record["event"] ?? ""),
+              record["chain_verified"] == "true", record["stage"] != "stream", record["reason"] != "denylisted_key",
+              let host = record["host"], let leaf = record["chain.0.spki"].flatMap({ try? Pin.parse($0).get() }) else { return }
+        let issuer = record["chain.1.spki"].flatMap { try? Pin.parse($0).get() }
+        let chain = Chain(leaf: leaf, leafSubject: record["chain.0.subject"] ?? record["leaf_subject"] ?? "",
+                          leafIsAnchor: record["chain.0.anchor"] == "true",
+                          issuer: issuer, issuerSubject: issuer == nil ? nil : record["chain.1.subject"] ?? "")
+        var entry = hosts[host] ?? Host(name: host)
+        entry.connects += 1
+        entry.trust = record["trust"] ?? entry.trust
+        if let index = entry.chains.firstIndex(where: { $0.chain == chain }) {
+            entry.chains[index].count += 1
+        } else {
+            entry.chains.append((chain, 1))
+        }
+        entry.latest = chain
+        hosts[host] = entry
+        used += 1
+    }
+
+    /// Most used first; the same count by name.
+    var ranked: [Host] {
+        hosts.values.sorted { ($0.connects, $1.name) > ($1.connects, $0.name) }
+    }
+
+    /// The rules, with a header saying what they rest on.
+    func report(read: Int, skipped: Int) -> [String] {
+        var lines = [
+            "# pinproxy pin --from-log: \(hosts.count) host\(hosts.count == 1 ? "" : "s") from \(used) decision line\(used == 1 ? "" : "s") with a verified chain (\(read) record\(read == 1 ? "" : "s") read, \(skipped) line\(skipped == 1 ? "" : "s") not pinproxy's).",
+            "# Trust on first use: these are the keys the servers presented during the window; take them only if that traffic",
+            "# crossed a network you trust. Ready-to-paste rules (under rules:), most used first.",
+        ]
+        if hosts.isEmpty {
+            lines.append("# No tunnel_allowed, tunnel_bypassed or tunnel_refused line with chain_verified=true: unpinned tunnels carry no chain; put the hosts under a mode: report rule while you collect.")
+        }
+        for host in ranked {
+            lines.append("")
+            lines += rule(for: host)
+        }
+        return lines
+    }
+
+    private func rule(for host: Host) -> [String] {
+        guard let latest = host.latest else { return [] }
+        var lines: [String]
+        if host.chains.count == 1 {
+            lines = ["# \(host.name): \(host.connects) CONNECT\(host.connects == 1 ? "" : "s"), one chain"]
+        } else {
+            lines = ["# \(host.name): \(host.connects) CONNECTs, CHAIN CHANGED during the window (\(host.chains.count) chains): the rule takes the latest in mode: report;",
+                     "# confirm its keys out of band before you enforce it. Chains seen:"]
+            for (chain, count) in host.chains {
+                lines.append("#   \(count)×  leaf \(chain.leaf) (\(chain.leafSubject))" + (chain.issuer.map { ", issuer \($0) (\(chain.issuerSubject ?? ""))" } ?? ""))
+            }
+        }
+        let target = host.name.contains(":") || host.name.allSatisfy({ $0.isNumber || $0 == "." }) ? "ip: \"\(host.name)\"" : "host: \"\(host.name)\""
+        let trust = host.trust.flatMap { $0 == "system" ? nil : $0 }
+        // A self-signed leaf pinned as its own anchor has no issuer to back it up.
+        let issuer = latest.leafIsAnchor ? nil : latest.issuer.map { ($0, latest.issuerSubject ?? "") }
+        return lines + CertificateReport.ruleLines(target: target, trust: trust, mode: host.chains.count == 1 ? nil : "report",
+                                                   leaf: (latest.leaf, latest.leafSubject, false), issuer: issuer)
+    }
+}
