@@ -50,6 +50,7 @@ enum PinExport {
                 continue
             }
             let (pins, skipped) = spki(rule)
+            if rule.mode == .report { lines.append("    // \(rule.name): mode: report in the policy; OkHttp enforces these pins") }
             for pin in pins { lines.append("    .add(\"\(pattern)\", \"sha256/\(pin)\")") }
             for s in skipped { lines.append("    // \(rule.name): skipped \(s)") }
         }
@@ -76,6 +77,7 @@ enum PinExport {
                 continue
             }
             let (pins, skipped) = spki(rule)
+            if rule.mode == .report { lines.append("    <!-- \(xml(rule.name)): mode: report in the policy; Android enforces these pins -->") }
             lines.append("    <domain-config>")
             lines.append("        <domain includeSubdomains=\"\(domain.subdomains)\">\(xml(domain.name))</domain>")
             let expiration = rule.expires.map { " expiration=\"\(String(RFC3339.format($0).prefix(10)))\"" } ?? ""

@@ -202,6 +202,7 @@ enum Pins {
     static let leafEC = "spki-sha256:kBQGSGfznkVIdbhVncSBp6O/buiORHazf74OhcSQKZE="
     static let intermediate = "spki-sha256:KCDrug7ej6zlHN6aFwgek+aRk6ExpqGsKfgGdPF+qhM="
     static let root = "spki-sha256:8xYmeC9Eb+1x3jKAb5kV+2ORTfldeg/FMzwVSTm3ptc="
+    static let backup = "spki-sha256:WwVBfKtcnP1H4GTEAlaKbG5eqHWzhDIdOZvcYdtyivk="
 }
 
 /// Issue 20's sharp edges, each with its exact message.
@@ -209,7 +210,7 @@ enum Pins {
     @Test func pinWithoutArgumentsSaysWhatToGive() throws {
         let none = try pinproxy("pin")
         #expect(none.status == 64)
-        #expect(none.stderr.hasPrefix("Error: give HOST[:PORT] to probe a server, or --cert FILE... to read certificate or public-key files\n"))
+        #expect(none.stderr.hasPrefix("Error: give HOST[:PORT] to probe a server, or --cert FILE... to read certificate or public-key files (or --from-log, --export, --import)\n"))
         let both = try pinproxy("pin", "api.example.com", "--cert", "\(fixtures)/leaf-ec256.pem")
         #expect(both.status == 64)
         #expect(both.stderr.hasPrefix("Error: give HOST[:PORT] or --cert FILE..., not both\n"))
@@ -293,5 +294,183 @@ enum Pins {
     @Test func helpShowsTheCompletionScriptOption() throws {
         let r = try pinproxy("--help")
         #expect(r.stdout.contains("\nShell completions: pinproxy --generate-completion-script bash|zsh|fish\n"))
+    }
+}
+
+/// `pin --export` and `pin --import nsc`: one pin list in each library's form, and back.
+@Suite struct PinExportTests {
+    static let policy = """
+        version: 1
+        defaults: {unpinned: allow}
+        rules:
+          - host: api.example.com
+            pins:
+              - { pin: "\(Pins.leafEC)", at: leaf, label: leaf }
+              - { pin: "\(Pins.intermediate)", at: ca, label: "R & D <CA>", backup: true }
+          - host: "**.example.org"
+            pins: ["\(Pins.root)", "\(Pins.backup)"]
+            expires: "2027-06-30T00:00:00Z"
+            on_expiry: report
+          - host: "*.one.test"
+            mode: report
+            pins: ["\(Pins.root)", "cert-sha256:Ncm0WCZv0rGGOQ6fWFFLAIhu1HP3Bb2fkHk3lqk/RFc="]
+          - host: status.example.com
+            mode: unpinned
+
+        """
+    static func b64(_ pin: String) -> String { String(pin.dropFirst("spki-sha256:".count)) }
+
+    @Test func okhttp() throws {
+        let path = try temporaryFile(Self.policy)
+        let r = try pinproxy("pin", "--export", "okhttp", "--config", path)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == """
+            // OkHttp CertificatePinner, from pinproxy's policy. OkHttp accepts a pin anywhere in the chain.
+            val certificatePinner = CertificatePinner.Builder()
+                .add("api.example.com", "sha256/\(Self.b64(Pins.leafEC))")
+                .add("api.example.com", "sha256/\(Self.b64(Pins.intermediate))")
+                .add("**.example.org", "sha256/\(Self.b64(Pins.root))")
+                .add("**.example.org", "sha256/\(Self.b64(Pins.backup))")
+                // *.one.test: mode: report in the policy; OkHttp enforces these pins
+                .add("*.one.test", "sha256/\(Self.b64(Pins.root))")
+                // *.one.test: skipped cert-sha256:Ncm0WCZv0rGGOQ6fWFFLAIhu1HP3Bb2fkHk3lqk/RFc= (a certificate pin; this format takes public-key pins only)
+                .build()
+
+            """)
+    }
+
+    @Test func curlAndTrustKitForChosenRules() throws {
+        let path = try temporaryFile(Self.policy)
+        let curl = try pinproxy("pin", "--export", "curl", "--config", path, "api.example.com")
+        #expect(curl.stdout == """
+            # curl --pinnedpubkey, from pinproxy's policy. curl compares the server's own key only (not a CA's).
+            # api.example.com
+            #   skipped \(Pins.intermediate) (at: ca; curl compares the server's own key only)
+            curl --pinnedpubkey "sha256//\(Self.b64(Pins.leafEC))" https://api.example.com/
+
+            """)
+        let trustkit = try pinproxy("pin", "--export", "trustkit", "--config", path, "**.example.org")
+        #expect(trustkit.stdout == """
+            // TrustKit configuration, from pinproxy's policy: TrustKit.initSharedInstance(withConfiguration: trustKitConfig)
+            let trustKitConfig: [String: Any] = [
+                kTSKSwizzleNetworkDelegates: false,
+                kTSKPinnedDomains: [
+                    "example.org": [
+                        kTSKIncludeSubdomains: true,
+                        kTSKEnforcePinning: true,
+                        kTSKExpirationDate: "2027-06-30",
+                        kTSKPublicKeyHashes: [
+                            "\(Self.b64(Pins.root))",
+                            "\(Self.b64(Pins.backup))",
+                        ],
+                    ],
+                ],
+            ]
+
+            """)
+        let unknown = try pinproxy("pin", "--export", "curl", "--config", path, "status.example.com")
+        #expect(unknown.status == 1)
+        #expect(unknown.stderr == "pinproxy pin --export: no rule with pins named 'status.example.com' in \(path); its rules: api.example.com, **.example.org, *.one.test\n")
+    }
+
+    /// Export to network_security_config.xml, import it back: the same pins, `expires` as the date.
+    @Test func nscRoundTrips() throws {
+        let path = try temporaryFile(Self.policy)
+        let exported = try pinproxy("pin", "--export", "nsc", "--config", path)
+        #expect(exported.stdout == """
+            <?xml version="1.0" encoding="utf-8"?>
+            <!-- From pinproxy's policy. Android checks these pins on top of the system's trust. -->
+            <network-security-config>
+                <domain-config>
+                    <domain includeSubdomains="false">api.example.com</domain>
+                    <pin-set>
+                        <pin digest="SHA-256">\(Self.b64(Pins.leafEC))</pin>
+                        <pin digest="SHA-256">\(Self.b64(Pins.intermediate))</pin>
+                    </pin-set>
+                </domain-config>
+                <domain-config>
+                    <domain includeSubdomains="true">example.org</domain>
+                    <pin-set expiration="2027-06-30">
+                        <pin digest="SHA-256">\(Self.b64(Pins.root))</pin>
+                        <pin digest="SHA-256">\(Self.b64(Pins.backup))</pin>
+                    </pin-set>
+                </domain-config>
+                <!-- *.one.test: a one-label wildcard has no network_security_config form; skipped -->
+            </network-security-config>
+
+            """)
+        let xml = try temporaryFile(exported.stdout, name: "network_security_config.xml")
+        let imported = try pinproxy("pin", "--import", "nsc", xml)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(imported.stdout == """
+            # pinproxy pin --import nsc \(xml): 2 rules from its <pin-set>s.
+            # Android checks the pins on top of the system's trust, and so do these rules (trust: system, the default);
+            # its pins match anywhere in the chain (at: any, the default for spki pins). Ready-to-paste rules (under rules:):
+            - host: "api.example.com"
+              pins:
+                - "\(Pins.leafEC)"
+                - "\(Pins.intermediate)"
+            - host: "**.example.org"
+              pins:
+                - "\(Pins.root)"
+                - "\(Pins.backup)"
+              expires: "2027-06-30T00:00:00Z"
+              on_expiry: report                 # Android stops checking the pins after its expiration date
+
+            """)
+        // Pasted under rules:, it loads, and exports to the same XML.
+        let rules = imported.stdout.split(separator: "\n").filter { !$0.hasPrefix("#") }.map { "  " + $0 }.joined(separator: "\n")
+        let again = try temporaryFile("version: 1\ndefaults: {unpinned: allow}\nrules:\n\(rules)\n")
+        let check = try pinproxy("check", "--config", again)
+        #expect(check.status == 0, "\(check.stderr)")
+        let reexported = try pinproxy("pin", "--export", "nsc", "--config", again)
+        #expect(reexported.stdout == exported.stdout.replacingOccurrences(of: "    <!-- *.one.test: a one-label wildcard has no network_security_config form; skipped -->\n", with: ""))
+    }
+
+    /// Android's inheritance (a nested domain-config without a pin-set takes its parent's), and
+    /// what the strict reader refuses.
+    @Test func nscImportInheritsAndRefusesWhatItCannotRead() throws {
+        let nested = try temporaryFile("""
+            <?xml version="1.0" encoding="utf-8"?>
+            <network-security-config>
+              <base-config cleartextTrafficPermitted="false"/>
+              <domain-config>
+                <domain includeSubdomains="true">example.com</domain>
+                <pin-set expiration="2027-01-31"><pin digest="SHA-256">\(Self.b64(Pins.leafEC))</pin><pin digest="SHA-256">\(Self.b64(Pins.backup))</pin></pin-set>
+                <domain-config cleartextTrafficPermitted="true">
+                  <domain>legacy.example.com</domain>
+                </domain-config>
+              </domain-config>
+            </network-security-config>
+            """, name: "nsc.xml")
+        let r = try pinproxy("pin", "--import", "nsc", nested)
+        #expect(r.stdout.hasSuffix("""
+            - host: "**.example.com"
+              pins:
+                - "\(Pins.leafEC)"
+                - "\(Pins.backup)"
+              expires: "2027-01-31T00:00:00Z"
+              on_expiry: report                 # Android stops checking the pins after its expiration date
+            - host: "legacy.example.com"
+              pins:
+                - "\(Pins.leafEC)"
+                - "\(Pins.backup)"
+              expires: "2027-01-31T00:00:00Z"
+              on_expiry: report                 # Android stops checking the pins after its expiration date
+
+            """))
+        let cases: [(String, String)] = [
+            ("<?xml version=\"1.0\"?>\n<!DOCTYPE x [<!ENTITY e SYSTEM \"file:///etc/passwd\">]>\n<network-security-config/>", "line 2: a DTD (<!DOCTYPE …>) is not read"),
+            ("<network-security-config>\n<domain-config><domain>a.test</domain>\n<pin-set><pin digest=\"SHA-1\">AAAA</pin></pin-set></domain-config></network-security-config>", "line 3: a <pin> needs digest=\"SHA-256\" (the only digest Android accepts), not 'SHA-1'"),
+            ("<network-security-config><domain-config>\n<domain>a.test</domain></domain-config>", "line 2: <network-security-config> (line 1) is not closed"),
+            ("<network-security-config><domain-config><domain>a.test</domain>\n<pin-set><pin digest=\"SHA-256\">&bogus;</pin></pin-set></domain-config></network-security-config>", "line 2: unknown entity '&bogus;' (no DTD defines any)"),
+            ("<network-security-config><domain-config><domain>a.test</domain>\n<pin-set><pin digest=\"SHA-256\">\(Pins.leafEC)</pin></pin-set></domain-config></network-security-config>", "line 2: '\(Pins.leafEC)' is not valid base64 or hex"),
+        ]
+        for (text, message) in cases {
+            let file = try temporaryFile(text, name: "bad.xml")
+            let bad = try pinproxy("pin", "--import", "nsc", file)
+            #expect(bad.status == 1)
+            #expect(bad.stderr == "pinproxy pin --import: \(file): \(message)\n")
+        }
     }
 }
