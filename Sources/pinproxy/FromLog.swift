@@ -3,10 +3,11 @@ import PinPolicy
 /// `pinproxy pin --from-log`: a ready rule for every host whose verified chain pinproxy logged,
 /// most used first (trust on first use, over the window the log covers).
 ///
-/// Only decision lines that carry a chain pinproxy verified count: `tunnel_allowed`,
-/// `tunnel_bypassed` and `tunnel_refused` with `chain_verified=true` (an unpinned tunnel is never
-/// probed, so it has no chain: put a host under a `mode: report` rule while collecting). Stream-stage
-/// lines repeat a CONNECT already counted, and a deny-listed chain is never proposed.
+/// Only decision lines that carry a chain pinproxy verified and let through count: `tunnel_allowed`,
+/// and `tunnel_bypassed` of a report-mode or expired rule, with `chain_verified=true` (an unpinned
+/// tunnel is never probed, so it has no chain: put a host under a `mode: report` rule while
+/// collecting). A chain the policy refused, or let through only by the debug bypass, is never
+/// proposed: the policy says its keys are wrong; such hosts are named at the end.
 struct FromLog {
     /// One chain as a rule pins it: the leaf key and the issuing CA's.
     struct Chain: Hashable {
@@ -29,11 +30,17 @@ struct FromLog {
 
     private(set) var hosts: [String: Host] = [:]
     private(set) var used = 0
+    /// Hosts with CONNECTs refused (or let through by the debug bypass) on a verified chain, and how many.
+    private(set) var refused: [String: Int] = [:]
 
     mutating func add(_ record: [String: String]) {
-        guard ["tunnel_allowed", "tunnel_bypassed", "tunnel_refused"].contains(record["event"] ?? ""),
-              record["chain_verified"] == "true", record["stage"] != "stream", record["reason"] != "denylisted_key",
-              let host = record["host"], let leaf = record["chain.0.spki"].flatMap({ try? Pin.parse($0).get() }) else { return }
+        guard let event = record["event"], record["chain_verified"] == "true", let host = record["host"],
+              let leaf = record["chain.0.spki"].flatMap({ try? Pin.parse($0).get() }) else { return }
+        let letThrough = event == "tunnel_allowed" || (event == "tunnel_bypassed" && record["bypass"] != "debug_bypass")
+        guard letThrough else {
+            if event == "tunnel_refused" || event == "tunnel_bypassed" { refused[host, default: 0] += 1 }
+            return
+        }
         let issuer = record["chain.1.spki"].flatMap { try? Pin.parse($0).get() }
         let chain = Chain(leaf: leaf, leafSubject: record["chain.0.subject"] ?? record["leaf_subject"] ?? "",
                           leafIsAnchor: record["chain.0.anchor"] == "true",
@@ -64,11 +71,16 @@ struct FromLog {
             "# crossed a network you trust. Ready-to-paste rules (under rules:), most used first.",
         ]
         if hosts.isEmpty {
-            lines.append("# No tunnel_allowed, tunnel_bypassed or tunnel_refused line with chain_verified=true: unpinned tunnels carry no chain; put the hosts under a mode: report rule while you collect.")
+            lines.append("# No tunnel_allowed or report-mode tunnel_bypassed line with chain_verified=true: unpinned tunnels carry no chain; put the hosts under a mode: report rule while you collect.")
         }
         for host in ranked {
             lines.append("")
             lines += rule(for: host)
+        }
+        if !refused.isEmpty {
+            lines.append("")
+            lines.append("# Not proposed: chains the policy refused (or only the debug bypass let through): " +
+                         refused.sorted { ($0.value, $1.key) > ($1.value, $0.key) }.map { "\($0.key) (\($0.value))" }.joined(separator: ", "))
         }
         return lines
     }

@@ -184,6 +184,8 @@ enum NetworkSecurityConfigImport {
         let pins: [Pin]
         let expires: String?
         let line: Int
+        /// The domain-config (or a parent) names its own trust anchors, which are not imported.
+        let ownAnchors: Bool
     }
 
     struct PinSet {
@@ -198,13 +200,15 @@ enum NetworkSecurityConfigImport {
         }
         var out: [Imported] = []
         for child in root.children where child.name == "domain-config" {
-            try domainConfig(child, inherited: nil, into: &out)
+            try domainConfig(child, inherited: nil, anchors: false, into: &out)
         }
         return out
     }
 
-    private static func domainConfig(_ element: XML.Element, inherited: PinSet?, into out: inout [Imported]) throws(XML.Problem) {
+    private static func domainConfig(_ element: XML.Element, inherited: PinSet?, anchors inheritedAnchors: Bool,
+                                     into out: inout [Imported]) throws(XML.Problem) {
         try only(element, attributes: ["cleartextTrafficPermitted"])
+        let anchors = inheritedAnchors || element.children.contains { $0.name == "trust-anchors" }
         var own: PinSet?
         for child in element.children where child.name == "pin-set" {
             guard own == nil else { throw XML.Problem(line: child.line, message: "a second <pin-set> in one <domain-config>") }
@@ -225,10 +229,10 @@ enum NetworkSecurityConfigImport {
                 throw XML.Problem(line: domain.line, message: "<domain>\(name)</domain>: \(problem.message)")
             }
             guard let set, !set.pins.isEmpty else { continue }  // a domain without pins: nothing to pin
-            out.append(Imported(pattern: pattern, pins: set.pins, expires: set.expiration, line: domain.line))
+            out.append(Imported(pattern: pattern, pins: set.pins, expires: set.expiration, line: domain.line, ownAnchors: anchors))
         }
         for nested in element.children where nested.name == "domain-config" {
-            try domainConfig(nested, inherited: set, into: &out)
+            try domainConfig(nested, inherited: set, anchors: anchors, into: &out)
         }
     }
 
@@ -269,6 +273,9 @@ enum NetworkSecurityConfigImport {
                      "# Android checks the pins on top of the system's trust, and so do these rules (trust: system, the default);",
                      "# its pins match anywhere in the chain (at: any, the default for spki pins). Ready-to-paste rules (under rules:):"]
         for rule in rules {
+            if rule.ownAnchors {
+                lines.append("# line \(rule.line): its <domain-config> names <trust-anchors>, which are not imported: if the server's chain needs that CA, add trust: \"ca-file:/path/to/ca.pem\"")
+            }
             lines.append("- host: \"\(rule.pattern)\"")
             lines.append("  pins:")
             for pin in rule.pins { lines.append("    - \"\(pin)\"") }

@@ -438,6 +438,7 @@ enum Pins {
                 <domain includeSubdomains="true">example.com</domain>
                 <pin-set expiration="2027-01-31"><pin digest="SHA-256">\(Self.b64(Pins.leafEC))</pin><pin digest="SHA-256">\(Self.b64(Pins.backup))</pin></pin-set>
                 <domain-config cleartextTrafficPermitted="true">
+                  <trust-anchors><certificates src="@raw/legacy_ca"/></trust-anchors>
                   <domain>legacy.example.com</domain>
                 </domain-config>
               </domain-config>
@@ -451,6 +452,7 @@ enum Pins {
                 - "\(Pins.backup)"
               expires: "2027-01-31T00:00:00Z"
               on_expiry: report                 # Android stops checking the pins after its expiration date
+            # line 9: its <domain-config> names <trust-anchors>, which are not imported: if the server's chain needs that CA, add trust: "ca-file:/path/to/ca.pem"
             - host: "legacy.example.com"
               pins:
                 - "\(Pins.leafEC)"

@@ -31,14 +31,18 @@ import TestSupport
         let rogue = try Upstream("rogue-leaf", name: "other", port: good.port, extra: ["--bind", "127.0.0.2"])
         // api.pinproxy.test answers 127.0.0.1 first, then 127.0.0.2: its chain changes in the window.
         let dns = try Helper("/usr/bin/env", ["python3", "\(Paths.scripts)/dns.py", "api.pinproxy.test", "127.0.0.1", "127.0.0.2"])
-        let config = policy(ports: [good.port], rules: Self.collecting, resolve: "  b.api.pinproxy.test: 127.0.0.1",
+        // c.api.pinproxy.test is enforced with a pin its server does not have: refused, never proposed.
+        let rules = Self.collecting + "\n  - host: c.api.pinproxy.test\n    pins: [\"\(Pins.backup)\"]"
+        let config = policy(ports: [good.port], rules: rules, resolve: "  b.api.pinproxy.test: 127.0.0.1\n  c.api.pinproxy.test: 127.0.0.1",
                             proxy: "log_format: \(format)\ndns: { nameservers: [\"127.0.0.1:\(dns.port)\"], hosts_file: none }")
             .replacingOccurrences(of: "  dns: { nameservers: [], hosts_file: none }\n", with: "")
         let proxy = try ProxyProcess(config: config)
         for _ in 0..<3 { #expect(try curl(proxy: proxy.port, host: "b.api.pinproxy.test", port: good.port).body == "hello from genuine\n") }
         #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: good.port).body == "hello from genuine\n")
         #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: good.port).body == "hello from other\n")
+        #expect(try curl(proxy: proxy.port, host: "c.api.pinproxy.test", port: good.port).connectStatus == 502)
         #expect(proxy.events("tunnel_closed", count: 5).count == 5)
+        #expect(proxy.waitFor("tunnel_refused")?["reason"] == "pin_mismatch")
         #expect(proxy.stop() == 0)
 
         let r = try run(Paths.pinproxy, ["pin", "--from-log", proxy.logPath])
@@ -57,6 +61,8 @@ import TestSupport
             #   1×  leaf \(Pins.rogueLeaf) (CN=api.pinproxy.test,O=pinproxy tests), issuer
             """))
         #expect(r.stdout.contains("\n- host: \"api.pinproxy.test\"\n  trust: \"\(Self.trust)\"\n  mode: report\n  pins:\n    - { pin: \"\(Pins.rogueLeaf)\", at: leaf"))
+        #expect(r.stdout.hasSuffix("\n\n# Not proposed: chains the policy refused (or only the debug bypass let through): c.api.pinproxy.test (1)\n"))
+        #expect(!r.stdout.contains("- host: \"c.api.pinproxy.test\""))
 
         // The rule as printed, pasted under rules: and enforced: the host passes, and nothing warns.
         let pasted = "rules:\n" + Self.bRule(connects: 3).split(separator: "\n").map { "  " + $0 }.joined(separator: "\n")
