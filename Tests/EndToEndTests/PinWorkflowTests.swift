@@ -96,6 +96,24 @@ import TestSupport
         #expect(r.stdout.contains("# DOES NOT MATCH rule at line"))
     }
 
+    /// Two `at: any` pins may be a key and its spare: only the served chain tells. `check --probe`
+    /// sees it, and says it in the log's words.
+    @Test func checkProbeSaysWhenNoPinIsARealBackup() throws {
+        let server = try Upstream("leaf-ec256", name: "probed")
+        let rules = "rules:\n  - host: api.pinproxy.test\n\(pinsLine(Pins.leafEC, Pins.intermediate))"
+        let config = try temporaryFile(policy(ports: [server.port], rules: rules)
+            .replacingOccurrences(of: "require_backup: off", with: "require_backup: warn"))
+        let r = try run(Paths.pinproxy, ["check", "--config", config, "--probe"], timeout: 60)
+        #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
+        #expect(!r.stdout.contains("warning[no_real_backup]: the rule"))  // nothing to see without the chain
+        #expect(r.stdout.hasSuffix("""
+
+            line 15 api.pinproxy.test:\(server.port): matches (\(Pins.leafEC) at position 0) via 127.0.0.1 TLSv1.3
+            line 15 api.pinproxy.test:\(server.port): warning[no_real_backup]: every pin of the rule matched this one chain, so none of them is a real backup; a real backup is a key not in the served chain (a spare kept offline: '{ file: next-key.pub.pem, at: leaf, label: backup }') or a CA pin marked 'backup: true' (then any key that CA certifies for the name passes)
+
+            """), "\(r.stdout)")
+    }
+
     /// `check --probe` probes every port a rule covers (its `ports:`, else `allowed_ports`), and
     /// `--port` picks one.
     @Test func checkProbeProbesEachPortOfARule() throws {
