@@ -247,7 +247,9 @@ struct PinCommand: ParsableCommand {
         let (validation, evaluation) = snapshot.judge(seen.presented, target: target, rule: rule, at: Date(), debugBypassEnabled: false)
         switch evaluation.verdict {
         case .allowed(let match):
-            return "# MATCHES rule at line \(rule.line) (pin \(match.entry.pin) at position \(match.position))."
+            let matches = "# MATCHES rule at line \(rule.line) (pin \(match.entry.pin) at position \(match.position))."
+            guard evaluation.warnings.contains(.noRealBackup) else { return matches }
+            return matches + "\n# warning[no_real_backup]: every pin of the rule matched this one chain, so none of them is a real backup; \(BackupRule.advice)"
         case .refused(let reason), .bypassed(let reason, _):
             return "# DOES NOT MATCH rule at line \(rule.line) (\(reason.rawValue)\(validation.failureDetail)) — do not paste these pins unless you have confirmed the change out of band."
         case .unpinned:

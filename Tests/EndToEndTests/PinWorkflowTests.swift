@@ -112,6 +112,9 @@ import TestSupport
             line 15 api.pinproxy.test:\(server.port): warning[no_real_backup]: every pin of the rule matched this one chain, so none of them is a real backup; a real backup is a key not in the served chain (a spare kept offline: '{ file: next-key.pub.pem, at: leaf, label: backup }') or a CA pin marked 'backup: true' (then any key that CA certifies for the name passes)
 
             """), "\(r.stdout)")
+        // `pin HOST --config` says the same under its MATCHES line.
+        let pin = try run(Paths.pinproxy, ["pin", "api.pinproxy.test:\(server.port)", "--config", config], timeout: 30)
+        #expect(pin.stdout.contains("\n# MATCHES rule at line 15 (pin \(Pins.leafEC) at position 0).\n# warning[no_real_backup]: every pin of the rule matched this one chain, so none of them is a real backup; a real backup is a key not in the served chain"))
     }
 
     /// `check --probe` probes every port a rule covers (its `ports:`, else `allowed_ports`), and
