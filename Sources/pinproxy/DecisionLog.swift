@@ -11,27 +11,43 @@ import Foundation
 /// A journal entry without `PINPROXY_EVENT` (pinproxy's stderr as the journal's plain stream) is read
 /// from its `MESSAGE`, a line of either form. Lines that are none of these are skipped and counted.
 enum DecisionLog {
-    struct Contents {
-        var records: [[String: String]] = []
+    struct Counts {
+        /// pinproxy records read.
+        var read = 0
         /// Lines or entries that were not a pinproxy record.
         var skipped = 0
     }
 
-    static func read(_ bytes: [UInt8]) -> Contents {
-        let firstLine = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true).first.map { String(decoding: $0, as: UTF8.self) } ?? ""
-        if !firstLine.hasPrefix("{"), !firstLine.hasPrefix("ts="), isExportField(firstLine) { return readExport(bytes) }
-        var contents = Contents()
-        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") where !line.allSatisfy(\.isWhitespace) {
-            if let record = record(line: String(line)) { contents.records.append(record) } else { contents.skipped += 1 }
+    /// Calls `each` with every record, in order, without keeping them: a day of a busy proxy's log
+    /// is millions of lines.
+    static func read(_ bytes: [UInt8], _ each: ([String: String]) -> Void) -> Counts {
+        var counts = Counts()
+        let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true)
+        let firstLine = lines.first.map { String(decoding: $0, as: UTF8.self) } ?? ""
+        if !firstLine.hasPrefix("{"), !firstLine.hasPrefix("ts="), isExportField(firstLine) {
+            return readExport(bytes, each)
         }
-        return contents
+        for line in lines where !line.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) {
+            if let record = record(line: line) {
+                counts.read += 1
+                each(record)
+            } else {
+                counts.skipped += 1
+            }
+        }
+        return counts
     }
 
+    /// The events whose other keys matter here; of any other line only `event` is read.
+    static let decisionEvents: Set<String> = ["tunnel_allowed", "tunnel_bypassed", "tunnel_refused"]
+
     /// One line: pinproxy's logfmt or JSON, or a `journalctl -o json` entry.
-    static func record(line: String) -> [String: String]? {
-        let text = line.trimmingCharacters(in: .whitespaces)
-        if text.hasPrefix("{") {
-            guard let object = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] else { return nil }
+    static func record(line: String) -> [String: String]? { record(line: Array(line.utf8)[...]) }
+
+    static func record(line: ArraySlice<UInt8>) -> [String: String]? {
+        let text = line.drop { $0 == 0x20 || $0 == 0x09 }
+        if text.first == UInt8(ascii: "{") {
+            guard let object = (try? JSONSerialization.jsonObject(with: Data(text))) as? [String: Any] else { return nil }
             if object["PINPROXY_EVENT"] != nil || object["MESSAGE"] != nil || object["__CURSOR"] != nil {
                 return journal(object.compactMapValues(journalValue))
             }
@@ -43,36 +59,89 @@ enum DecisionLog {
     // MARK: logfmt
 
     /// `ts=… level=info event=tunnel_allowed host=api.example.com subject="CN=a,O=b"`: values plain,
-    /// or JSON string literals (what `LineEncoder` writes for anything else).
-    static func logfmt(_ line: String) -> [String: String]? {
+    /// or JSON string literals (what `LineEncoder` writes for anything else). Read as bytes: a day
+    /// of a busy proxy's log is millions of lines.
+    static func logfmt(_ line: ArraySlice<UInt8>) -> [String: String]? {
         var fields: [String: String] = [:]
-        let scalars = Array(line.unicodeScalars)
-        var i = 0
-        while i < scalars.count {
-            while i < scalars.count, scalars[i] == " " { i += 1 }
-            guard i < scalars.count else { break }
+        var i = line.startIndex
+        let end = line.endIndex
+        while i < end {
+            while i < end, line[i] == 0x20 { i += 1 }
+            guard i < end else { break }
             let keyStart = i
-            while i < scalars.count, scalars[i] != "=", scalars[i] != " " { i += 1 }
-            guard i < scalars.count, scalars[i] == "=", i > keyStart else { return nil }
-            let key = String(String.UnicodeScalarView(scalars[keyStart..<i]))
+            while i < end, line[i] != UInt8(ascii: "="), line[i] != 0x20 { i += 1 }
+            guard i < end, line[i] == UInt8(ascii: "="), i > keyStart else { return nil }
+            let key = String(decoding: line[keyStart..<i], as: UTF8.self)
+            if key == "event", fields["event"] == nil {
+                // pinproxy writes `event` third: a line of another event is counted, not read.
+                let start = i + 1
+                var stop = start
+                while stop < end, line[stop] != 0x20 { stop += 1 }
+                let event = String(decoding: line[start..<stop], as: UTF8.self)
+                if !decisionEvents.contains(event) { return ["event": event] }
+            }
             i += 1
-            if i < scalars.count, scalars[i] == "\"" {
-                // A JSON string literal: to its closing quote, skipping escaped characters.
-                let start = i
-                i += 1
-                while i < scalars.count, scalars[i] != "\"" { i += scalars[i] == "\\" ? 2 : 1 }
-                guard i < scalars.count else { return nil }
-                i += 1
-                let literal = String(String.UnicodeScalarView(scalars[start..<i]))
-                guard let value = (try? JSONSerialization.jsonObject(with: Data(literal.utf8), options: .fragmentsAllowed)) as? String else { return nil }
+            if i < end, line[i] == UInt8(ascii: "\"") {
+                guard let (value, next) = jsonString(line, from: i) else { return nil }
                 fields[key] = value
+                i = next
             } else {
                 let start = i
-                while i < scalars.count, scalars[i] != " " { i += 1 }
-                fields[key] = String(String.UnicodeScalarView(scalars[start..<i]))
+                while i < end, line[i] != 0x20 { i += 1 }
+                fields[key] = String(decoding: line[start..<i], as: UTF8.self)
             }
         }
         return fields["event"] == nil ? nil : fields
+    }
+
+    /// The JSON string literal at `start` (its opening quote): its value and the index past its
+    /// closing quote. JSON's escapes, `\uXXXX` with surrogate pairs included.
+    static func jsonString(_ bytes: ArraySlice<UInt8>, from start: Int) -> (String, Int)? {
+        var out: [UInt8] = []
+        var i = start + 1
+        var pendingHigh: UInt32?
+        func hex4(_ at: Int) -> UInt32? {
+            guard at + 4 <= bytes.endIndex else { return nil }
+            return UInt32(String(decoding: bytes[at..<(at + 4)], as: UTF8.self), radix: 16)
+        }
+        while i < bytes.endIndex {
+            let b = bytes[i]
+            if b == UInt8(ascii: "\"") { return (String(decoding: out, as: UTF8.self), i + 1) }
+            guard b == UInt8(ascii: "\\") else {
+                out.append(b)
+                i += 1
+                continue
+            }
+            guard i + 1 < bytes.endIndex else { return nil }
+            let e = bytes[i + 1]
+            i += 2
+            switch e {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0C)
+            case UInt8(ascii: "n"): out.append(0x0A)
+            case UInt8(ascii: "r"): out.append(0x0D)
+            case UInt8(ascii: "t"): out.append(0x09)
+            case UInt8(ascii: "u"):
+                guard let unit = hex4(i) else { return nil }
+                i += 4
+                var scalar: UInt32 = unit
+                if (0xD800..<0xDC00).contains(unit) {
+                    pendingHigh = unit
+                    continue
+                }
+                if (0xDC00..<0xE000).contains(unit) {
+                    guard let high = pendingHigh else { return nil }
+                    scalar = 0x10000 + ((high - 0xD800) << 10) + (unit - 0xDC00)
+                }
+                pendingHigh = nil
+                guard let u = Unicode.Scalar(scalar) else { return nil }
+                out += Array(String(u).utf8)
+            default:
+                return nil
+            }
+        }
+        return nil
     }
 
     // MARK: JSON
@@ -150,13 +219,18 @@ enum DecisionLog {
     }
 
     /// `journalctl -o export` (systemd's Journal Export Format).
-    static func readExport(_ bytes: [UInt8]) -> Contents {
-        var contents = Contents()
+    static func readExport(_ bytes: [UInt8], _ each: ([String: String]) -> Void) -> Counts {
+        var counts = Counts()
         var entry: [String: String] = [:]
         var i = 0
         func finish() {
             guard !entry.isEmpty else { return }
-            if let record = journal(entry) { contents.records.append(record) } else { contents.skipped += 1 }
+            if let record = journal(entry) {
+                counts.read += 1
+                each(record)
+            } else {
+                counts.skipped += 1
+            }
             entry = [:]
         }
         while i < bytes.count {
@@ -183,6 +257,6 @@ enum DecisionLog {
             i = dataEnd + 1
         }
         finish()
-        return contents
+        return counts
     }
 }

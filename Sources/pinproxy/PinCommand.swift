@@ -93,10 +93,9 @@ struct PinCommand: ParsableCommand {
                 throw ExitCode(1)
             }
         }
-        let contents = DecisionLog.read(bytes)
         var seen = FromLog()
-        for record in contents.records { seen.add(record) }
-        for line in seen.report(read: contents.records.count, skipped: contents.skipped) { Output.out(line) }
+        let counts = DecisionLog.read(bytes) { seen.add($0) }
+        for line in seen.report(read: counts.read, skipped: counts.skipped) { Output.out(line) }
     }
 
     /// `--export FORMAT [RULE...]`.
