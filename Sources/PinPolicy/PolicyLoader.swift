@@ -125,6 +125,9 @@ final class PolicyReader {
             if let tab = Self.indentingTab(near: mark, in: text) {
                 return PolicyError(file: file, line: tab.line, column: tab.column, message: "tabs are not allowed for indentation in YAML; indent with spaces")
             }
+            if Self.character(at: mark, in: text) == "\t" {  // after '-' or ':', where YAML wants a space
+                return PolicyError(file: file, line: mark.line, column: mark.column, message: "tabs are not allowed here in YAML; use spaces")
+            }
             if problem.contains("undefined alias") {
                 return PolicyError(file: file, line: mark.line, column: mark.column, message: "YAML aliases are not allowed in a policy file")
             }
@@ -147,6 +150,15 @@ final class PolicyReader {
             }
         }
         return nil
+    }
+
+    /// The character at a 1-based line and column of `text`, if there is one.
+    static func character(at mark: Mark, in text: String) -> Character? {
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        guard mark.line >= 1, mark.line <= lines.count, mark.column >= 1 else { return nil }
+        let line = lines[mark.line - 1]
+        guard mark.column <= line.count else { return nil }
+        return line[line.index(line.startIndex, offsetBy: mark.column - 1)]
     }
 
     // MARK: shape
@@ -197,7 +209,7 @@ final class PolicyReader {
                 fail(key, "keys in \(what) must be plain names")
                 continue
             }
-            if name.contains("\t") {  // a tab that the YAML parser took into a key: the same cause, the same words
+            if name.hasPrefix("\t") {  // a tab that the YAML parser took into a key: the same cause, the same words
                 fail(key, "tabs are not allowed for indentation in YAML; indent with spaces")
                 continue
             }
