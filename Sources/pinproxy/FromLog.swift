@@ -26,6 +26,12 @@ struct FromLog {
         /// Every chain seen, in the order first seen, with how often; `latest` the last one.
         var chains: [(chain: Chain, count: Int)] = []
         var latest: Chain?
+        /// Per port: the chains seen there (a host may serve another certificate on each port), and
+        /// how many CONNECTs.
+        var ports: [UInt16: (chains: Set<Chain>, latest: Chain, connects: Int)] = [:]
+
+        /// A port that saw more than one chain: the chain changed during the window.
+        var changed: Bool { ports.values.contains { $0.chains.count > 1 } }
     }
 
     private(set) var hosts: [String: Host] = [:]
@@ -54,6 +60,12 @@ struct FromLog {
             entry.chains.append((chain, 1))
         }
         entry.latest = chain
+        let port = record["port"].flatMap { UInt16($0) } ?? 0
+        var seen = entry.ports[port] ?? (chains: [], latest: chain, connects: 0)
+        seen.chains.insert(chain)
+        seen.latest = chain
+        seen.connects += 1
+        entry.ports[port] = seen
         hosts[host] = entry
         used += 1
     }
@@ -87,6 +99,15 @@ struct FromLog {
 
     private func rule(for host: Host) -> [String] {
         guard let latest = host.latest else { return [] }
+        // Each port steady on a chain of its own: one rule per port, not a change.
+        if !host.changed, host.chains.count > 1 {
+            let ports = host.ports.sorted { ($0.value.connects, $1.key) > ($1.value.connects, $0.key) }
+            var lines = ["# \(host.name): \(host.connects) CONNECTs on \(ports.count) ports, each port steady on a chain of its own: a rule per port"]
+            for (port, seen) in ports {
+                lines += ruleLines(host, chain: seen.latest, ports: [port], mode: nil)
+            }
+            return lines
+        }
         var lines: [String]
         if host.chains.count == 1 {
             lines = ["# \(host.name): \(host.connects) CONNECT\(host.connects == 1 ? "" : "s"), one chain"]
@@ -97,11 +118,15 @@ struct FromLog {
                 lines.append("#   \(count)×  leaf \(chain.leaf) (\(chain.leafSubject))" + (chain.issuer.map { ", issuer \($0) (\(chain.issuerSubject ?? ""))" } ?? ""))
             }
         }
+        return lines + ruleLines(host, chain: latest, ports: nil, mode: host.chains.count == 1 ? nil : "report")
+    }
+
+    private func ruleLines(_ host: Host, chain: Chain, ports: [UInt16]?, mode: String?) -> [String] {
         let target = host.name.contains(":") || host.name.allSatisfy({ $0.isNumber || $0 == "." }) ? "ip: \"\(host.name)\"" : "host: \"\(host.name)\""
         let trust = host.trust.flatMap { $0 == "system" ? nil : $0 }
         // A self-signed leaf pinned as its own anchor has no issuer to back it up.
-        let issuer = latest.leafIsAnchor ? nil : latest.issuer.map { ($0, latest.issuerSubject ?? "") }
-        return lines + CertificateReport.ruleLines(target: target, trust: trust, mode: host.chains.count == 1 ? nil : "report",
-                                                   leaf: (latest.leaf, latest.leafSubject, false), issuer: issuer)
+        let issuer = chain.leafIsAnchor ? nil : chain.issuer.map { ($0, chain.issuerSubject ?? "") }
+        return CertificateReport.ruleLines(target: target, ports: ports, trust: trust, mode: mode,
+                                           leaf: (chain.leaf, chain.leafSubject, false), issuer: issuer)
     }
 }

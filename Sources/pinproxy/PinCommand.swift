@@ -323,9 +323,10 @@ enum CertificateReport {
 
     /// The rule itself, shared with `--from-log`: the leaf key (or a lone CA's, where a CA sits)
     /// and, as its backup (BackupRule), the issuing CA marked `backup: true`.
-    static func ruleLines(target: String, trust: String?, mode: String? = nil, leaf: (spki: Pin, subject: String, isCA: Bool),
-                          issuer: (spki: Pin, subject: String)?) -> [String] {
+    static func ruleLines(target: String, ports: [UInt16]? = nil, trust: String?, mode: String? = nil,
+                          leaf: (spki: Pin, subject: String, isCA: Bool), issuer: (spki: Pin, subject: String)?) -> [String] {
         var lines = ["- \(target)"]
+        if let ports { lines.append("  ports: [\(ports.map(String.init).joined(separator: ", "))]") }
         if let trust { lines.append("  trust: \"\(trust)\"") }
         if let mode { lines.append("  mode: \(mode)") }
         lines += [

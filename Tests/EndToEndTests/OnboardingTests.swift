@@ -77,6 +77,42 @@ import TestSupport
         _ = rogue
     }
 
+    /// A host that serves another certificate on each port, each steady: a rule per port, no change.
+    @Test func aChainPerPortIsARulePerPortNotAChange() throws {
+        let first = try Upstream("leaf-ec256", name: "first")
+        let second = try Upstream("leaf-rotated", name: "second")
+        let proxy = try ProxyProcess(config: policy(ports: [first.port, second.port], rules: Self.collecting,
+                                                    resolve: "  b.api.pinproxy.test: 127.0.0.1"))
+        for port in [first.port, second.port, first.port] {
+            #expect(try curl(proxy: proxy.port, host: "b.api.pinproxy.test", port: port).status == 200)
+        }
+        #expect(proxy.events("tunnel_closed", count: 3).count == 3)
+        #expect(proxy.stop() == 0)
+        let r = try run(Paths.pinproxy, ["pin", "--from-log", proxy.logPath])
+        #expect(r.stdout.hasSuffix("""
+
+            # b.api.pinproxy.test: 3 CONNECTs on 2 ports, each port steady on a chain of its own: a rule per port
+            - host: "b.api.pinproxy.test"
+              ports: [\(first.port)]
+              trust: "\(Self.trust)"
+              pins:
+                - { pin: "\(Pins.leafEC)", at: leaf, label: "CN=api.pinproxy.test,O=pinproxy tests" }
+                - { pin: "\(Pins.intermediate)", at: ca, label: "CN=pinproxy good intermediate,O=pinproxy tests", backup: true }
+                # backup: true accepts the issuing CA as the backup: any key it certifies for the name passes.
+                # Stricter: replace that line with a spare key not in use yet, kept offline: { file: next-key.pub.pem, at: leaf, label: backup }
+            - host: "b.api.pinproxy.test"
+              ports: [\(second.port)]
+              trust: "\(Self.trust)"
+              pins:
+                - { pin: "\(Pins.leafRotated)", at: leaf, label: "CN=api.pinproxy.test,O=pinproxy tests" }
+                - { pin: "\(Pins.intermediate)", at: ca, label: "CN=pinproxy good intermediate,O=pinproxy tests", backup: true }
+                # backup: true accepts the issuing CA as the backup: any key it certifies for the name passes.
+                # Stricter: replace that line with a spare key not in use yet, kept offline: { file: next-key.pub.pem, at: leaf, label: backup }
+
+            """), "\(r.stdout)")
+        #expect(!r.stdout.contains("CHANGED"))
+    }
+
     /// The journal's two export forms of the entries the proxy sent it, and standard input.
     @Test func fromLogReadsTheJournalsExportAndJSON() throws {
         let good = try Upstream("leaf-ec256", name: "genuine")
