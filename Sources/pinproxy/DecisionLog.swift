@@ -45,7 +45,10 @@ enum DecisionLog {
     static func record(line: String) -> [String: String]? { record(line: Array(line.utf8)[...]) }
 
     static func record(line: ArraySlice<UInt8>) -> [String: String]? {
-        let text = line.drop { $0 == 0x20 || $0 == 0x09 }
+        var text = line.drop { $0 == 0x20 || $0 == 0x09 }
+        if text.first != UInt8(ascii: "{"), !text.starts(with: Array("ts=".utf8)), let start = payload(of: text) {
+            text = text[start...]  // a syslog-style prefix (journalctl's default view of pinproxy's stderr)
+        }
         if text.first == UInt8(ascii: "{") {
             guard let object = (try? JSONSerialization.jsonObject(with: Data(text))) as? [String: Any] else { return nil }
             if object["PINPROXY_EVENT"] != nil || object["MESSAGE"] != nil || object["__CURSOR"] != nil {
@@ -54,6 +57,18 @@ enum DecisionLog {
             return flatten(object)
         }
         return logfmt(text)
+    }
+
+    /// Where a pinproxy line starts after a prefix such as `Nov 25 10:00:00 host pinproxy[7]: `.
+    private static func payload(of line: ArraySlice<UInt8>) -> Int? {
+        let logfmt = Array(" ts=".utf8), json = Array(": {".utf8)
+        var i = line.startIndex
+        while i + 4 <= line.endIndex {
+            if line[i..<(i + 4)].elementsEqual(logfmt) { return i + 1 }
+            if line[i..<(i + 3)].elementsEqual(json) { return i + 2 }
+            i += 1
+        }
+        return nil
     }
 
     // MARK: logfmt

@@ -82,6 +82,9 @@ struct FromLog {
             "# Trust on first use: these are the keys the servers presented during the window; take them only if that traffic",
             "# crossed a network you trust. Ready-to-paste rules (under rules:), most used first.",
         ]
+        if skipped > 0 {
+            lines.append("# The lines that were not pinproxy's may be journalctl's default view, which has no chain: read the journal with journalctl -u pinproxy -o json (or -o export).")
+        }
         if hosts.isEmpty {
             lines.append("# No tunnel_allowed or report-mode tunnel_bypassed line with chain_verified=true: unpinned tunnels carry no chain; put the hosts under a mode: report rule while you collect.")
         }

@@ -486,17 +486,19 @@ enum Pins {
             ts=2026-11-25T10:00:01.000Z level=info event=started version=0.9.0
             ts=2026-11-25T10:00:02.000Z level=info event=tunnel_allowed host=x.test port=443 trust=system chain_verified=true chain.0.position=0 chain.0.spki=\(Pins.leafEC) chain.0.subject="CN=Zo\\u00e9 \\"Q\\" \\ud83d\\ude00,O=x" chain.0.anchor=false chain.1.position=1 chain.1.spki=\(Pins.intermediate) chain.1.subject="CN=CA\\\\1,O=x" chain.1.anchor=false
             ts=2026-11-25T10:00:03.000Z level=info event=tunnel_allowed host=x.test port=443 chain_verified=false chain.0.spki=\(Pins.root)
+            Nov 25 10:00:04 host pinproxy[7]: ts=2026-11-25T10:00:04.000Z level=info event=tunnel_allowed host=x.test port=443 trust=system chain_verified=true chain.0.spki=\(Pins.leafEC) chain.0.subject="CN=Zo\\u00e9 \\"Q\\" \\ud83d\\ude00,O=x" chain.1.spki=\(Pins.intermediate) chain.1.subject="CN=CA\\\\1,O=x"
 
             """
         let path = try temporaryFile(log, name: "pinproxy.log")
         let r = try pinproxy("pin", "--from-log", path)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout == """
-            # pinproxy pin --from-log: 1 host from 1 decision line with a verified chain (3 records read, 1 line not pinproxy's).
+            # pinproxy pin --from-log: 1 host from 2 decision lines with a verified chain (4 records read, 1 line not pinproxy's).
             # Trust on first use: these are the keys the servers presented during the window; take them only if that traffic
             # crossed a network you trust. Ready-to-paste rules (under rules:), most used first.
+            # The lines that were not pinproxy's may be journalctl's default view, which has no chain: read the journal with journalctl -u pinproxy -o json (or -o export).
 
-            # x.test: 1 CONNECT, one chain
+            # x.test: 2 CONNECTs, one chain
             - host: "x.test"
               pins:
                 - { pin: "\(Pins.leafEC)", at: leaf, label: "CN=Zoé \\"Q\\" 😀,O=x" }
