@@ -71,7 +71,7 @@ enum XML {
         mutating func document() throws(Problem) -> Element {
             try misc()
             guard starts("<") else { throw fail("no root element") }
-            let root = try element()
+            let root = try element(depth: 1)
             try misc()
             guard i == scalars.count else { throw fail("content after the root element") }
             return root
@@ -86,7 +86,11 @@ enum XML {
             return String(String.UnicodeScalarView(scalars[start..<i]))
         }
 
-        mutating func element() throws(Problem) -> Element {
+        /// Elements nest at most this deep (a network_security_config needs five): recursion is bounded.
+        static let maxDepth = 32
+
+        mutating func element(depth: Int) throws(Problem) -> Element {
+            guard depth <= Self.maxDepth else { throw fail("elements nested deeper than \(Self.maxDepth)") }
             let at = line
             advance()  // <
             let tag = try name()
@@ -142,7 +146,7 @@ enum XML {
                 }
                 if starts("<?") { try skip(past: "?>", what: "a processing instruction"); continue }
                 if starts("<!") { throw fail("a declaration inside <\(tag)> is not read") }
-                if starts("<") { element.children.append(try self.element()); continue }
+                if starts("<") { element.children.append(try self.element(depth: depth + 1)); continue }
                 if scalars[i] == "&" { element.text += try reference(); continue }
                 element.text.unicodeScalars.append(scalars[i])
                 advance()

@@ -466,6 +466,7 @@ enum Pins {
             ("<network-security-config>\n<domain-config><domain>a.test</domain>\n<pin-set><pin digest=\"SHA-1\">AAAA</pin></pin-set></domain-config></network-security-config>", "line 3: a <pin> needs digest=\"SHA-256\" (the only digest Android accepts), not 'SHA-1'"),
             ("<network-security-config><domain-config>\n<domain>a.test</domain></domain-config>", "line 2: <network-security-config> (line 1) is not closed"),
             ("<network-security-config><domain-config><domain>a.test</domain>\n<pin-set><pin digest=\"SHA-256\">&bogus;</pin></pin-set></domain-config></network-security-config>", "line 2: unknown entity '&bogus;' (no DTD defines any)"),
+            (String(repeating: "<domain-config>", count: 40), "line 1: elements nested deeper than 32"),
             ("<network-security-config><domain-config><domain>a.test</domain>\n<pin-set><pin digest=\"SHA-256\">\(Pins.leafEC)</pin></pin-set></domain-config></network-security-config>", "line 2: '\(Pins.leafEC)' is not valid base64 or hex"),
         ]
         for (text, message) in cases {
