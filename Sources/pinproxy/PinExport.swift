@@ -64,6 +64,7 @@ enum PinExport {
         var lines = ["<?xml version=\"1.0\" encoding=\"utf-8\"?>",
                      "<!-- From pinproxy's policy. Android checks these pins on top of the system's trust. -->",
                      "<network-security-config>"]
+        var seen: Set<String> = []
         for rule in rules {
             let domain: (name: String, subdomains: Bool)
             switch rule.pattern {
@@ -74,6 +75,11 @@ enum PinExport {
                 continue
             case .ip:
                 lines.append("    <!-- \(xml(rule.name)): an IP rule; network_security_config pins domains only; skipped -->")
+                continue
+            }
+            // Android refuses a domain named twice (rules for one name on other ports).
+            guard seen.insert(domain.name).inserted else {
+                lines.append("    <!-- \(xml(rule.name)): \(xml(domain.name)) has a domain-config already (pins are per domain, not per port); skipped -->")
                 continue
             }
             let (pins, skipped) = spki(rule)
@@ -97,6 +103,7 @@ enum PinExport {
                      "let trustKitConfig: [String: Any] = [",
                      "    kTSKSwizzleNetworkDelegates: false,",
                      "    kTSKPinnedDomains: ["]
+        var seen: Set<String> = []
         for rule in rules {
             let domain: (name: String, subdomains: Bool)
             switch rule.pattern {
@@ -107,6 +114,11 @@ enum PinExport {
                 continue
             case .ip:
                 lines.append("        // \(rule.name): an IP rule; TrustKit pins domains only; skipped")
+                continue
+            }
+            // A dictionary literal with a key twice traps at run time (rules for one name on other ports).
+            guard seen.insert(domain.name).inserted else {
+                lines.append("        // \(rule.name): \"\(domain.name)\" is configured already (pins are per domain, not per port); skipped")
                 continue
             }
             let (pins, skipped) = spki(rule)

@@ -427,6 +427,30 @@ enum Pins {
         #expect(reexported.stdout == exported.stdout.replacingOccurrences(of: "    <!-- *.one.test: a one-label wildcard has no network_security_config form; skipped -->\n", with: ""))
     }
 
+    /// Rules for one name on two ports: Android and TrustKit configure a domain once (a second
+    /// domain-config is refused, a duplicate dictionary key traps), so the second is a comment.
+    @Test func aNameOnTwoPortsIsExportedOnce() throws {
+        let path = try temporaryFile("""
+            version: 1
+            proxy: { allowed_ports: [443, 8443] }
+            defaults: {unpinned: allow}
+            rules:
+              - host: api.example.com
+                ports: [443]
+                pins: ["\(Pins.leafEC)", "\(Pins.backup)"]
+              - host: api.example.com
+                ports: [8443]
+                pins: ["\(Pins.root)", "\(Pins.backup)"]
+
+            """)
+        let nsc = try pinproxy("pin", "--export", "nsc", "--config", path)
+        #expect(nsc.stdout.components(separatedBy: "<domain-config>").count == 2)
+        #expect(nsc.stdout.contains("    <!-- api.example.com:8443: api.example.com has a domain-config already (pins are per domain, not per port); skipped -->\n"))
+        let trustkit = try pinproxy("pin", "--export", "trustkit", "--config", path)
+        #expect(trustkit.stdout.contains("        // api.example.com:8443: \"api.example.com\" is configured already (pins are per domain, not per port); skipped\n"))
+        #expect(!trustkit.stdout.contains(Self.b64(Pins.root)))
+    }
+
     /// Android's inheritance (a nested domain-config without a pin-set takes its parent's), and
     /// what the strict reader refuses.
     @Test func nscImportInheritsAndRefusesWhatItCannotRead() throws {
