@@ -306,7 +306,11 @@ enum CertificateReport {
 
     /// A rule that pins the leaf key and, when present, the issuing CA's key.
     static func suggestedRule(for chain: [CertificateFacts], host known: Target? = nil, trust: Trust? = nil) -> String {
-        guard let leaf = chain.first(where: { !$0.isCA }) ?? chain.first else { return "" }
+        // A probed chain's leaf is its position 0, whatever its basic constraints say (a self-signed
+        // server certificate often says CA:TRUE); of files, the first certificate that is not a CA.
+        guard let leaf = known != nil ? chain.first : chain.first(where: { !$0.isCA }) ?? chain.first else { return "" }
+        // Only CA certificates given, none naming a host (`pin --cert ca.pem`): the rule pins the CA, where a CA sits.
+        let onlyCA = known == nil && leaf.isCA && leaf.subjectAltNames.isEmpty
         let host = leaf.subjectAltNames.first { $0.hasPrefix("DNS:") }.map { String($0.dropFirst(4)) }
         let ip = leaf.subjectAltNames.first { $0.hasPrefix("IP:") }.map { String($0.dropFirst(3)) }
         let target: String
@@ -315,9 +319,9 @@ enum CertificateReport {
         case .ip(let address)?: target = "ip: \"\(address)\""
         case nil: target = host.map { "host: \"\($0)\"" } ?? ip.map { "ip: \"\($0)\"" } ?? "host: \"REPLACE.example.com\""
         }
-        let issuer = leaf.isCA ? nil : chain.first(where: { $0.isCA && $0.subject == leaf.issuer && $0.spki != leaf.spki })
+        let issuer = onlyCA ? nil : chain.first(where: { $0.isCA && $0.subject == leaf.issuer && $0.spki != leaf.spki })
         return (["# Ready-to-paste rule (under rules:). Confirm these pins from a network you trust."]
-                + ruleLines(target: target, trust: trust.map { "\($0)" }, leaf: (leaf.spki, leaf.subject, leaf.isCA),
+                + ruleLines(target: target, trust: trust.map { "\($0)" }, leaf: (leaf.spki, leaf.subject, onlyCA),
                             issuer: issuer.map { ($0.spki, $0.subject) })).joined(separator: "\n")
     }
 

@@ -143,3 +143,35 @@ import TestSupport
         #expect(other.stdout.contains("line 18 x.api.pinproxy.test:\(first.port): skipped (it does not cover port \(second.port))"), "\(other.stdout)")
     }
 }
+
+/// A self-signed server certificate that says CA:TRUE (what `openssl req -x509` makes, as in the
+/// README's worked example): probed, its key is the leaf's, pinned once `at: leaf`.
+@Suite struct SelfSignedCAServerTests {
+    @Test func aProbedSelfSignedCAIsPinnedAtLeafOnce() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let made = try run("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "30",
+                                                "-subj", "/CN=local.test", "-addext", "subjectAltName=DNS:local.test",
+                                                "-keyout", directory + "/local.key", "-out", directory + "/local.pem"])
+        #expect(made.status == 0, "\(made.stderr)")
+        let server = try Helper("/usr/bin/env", ["python3", "\(Paths.scripts)/upstream.py", "--name", "local", "--tls", "any", "--mode", "https",
+                                                 "--port", "0", "--cert", directory + "/local.pem", "--key", directory + "/local.key",
+                                                 "--ca", directory + "/local.pem"])
+        defer { server.stop() }
+        let r = try run(Paths.pinproxy, ["pin", "local.test:\(server.port)", "--connect-to", "127.0.0.1"], timeout: 30)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("key:       EC P-256 (CA certificate)\n"))
+        let spki = try #require(r.stdout.split(separator: "\n").first { $0.hasPrefix("spki pin:  ") }).dropFirst("spki pin:  ".count)
+        #expect(r.stdout.hasSuffix("""
+            - host: "local.test"
+              trust: "pins-only"
+              pins:
+                - { pin: "\(spki)", at: leaf, label: "CN=local.test" }
+                # add a backup: a real backup is a key not in the served chain (a spare kept offline: '{ file: next-key.pub.pem, at: leaf, label: backup }') or a CA pin marked 'backup: true' (then any key that CA certifies for the name passes)
+
+            """), "\(r.stdout)")
+        // The same file given to --cert names a host: it is a server's, pinned at: leaf too.
+        let file = try run(Paths.pinproxy, ["pin", "--cert", directory + "/local.pem"])
+        #expect(file.stdout.contains("    - { pin: \"\(spki)\", at: leaf, label: \"CN=local.test\" }\n"))
+    }
+}
