@@ -171,3 +171,28 @@ import TestSupport
         #expect(fromJSON.stdout == fromExport.stdout)
     }
 }
+
+/// `pin --export curl` checked by curl itself: the printed `--pinnedpubkey` lets curl reach the
+/// genuine server and makes it refuse a rogue one for the same name (exit 90).
+@Suite(.serialized) struct ExportedPinsWorkTests {
+    @Test func curlAcceptsTheGenuineKeyAndRefusesTheRogue() throws {
+        let good = try Upstream("leaf-ec256", name: "genuine")
+        let rogue = try Upstream("rogue-leaf", name: "rogue")
+        let config = try temporaryFile(policy(ports: [good.port, rogue.port],
+                                              rules: "rules:\n  - host: api.pinproxy.test\n    ports: [\(good.port)]\n    pins:\n      - { pin: \"\(Pins.leafEC)\", at: leaf }\n      - { pin: \"\(Pins.intermediate)\", at: ca, backup: true }"))
+        let exported = try run(Paths.pinproxy, ["pin", "--export", "curl", "--config", config])
+        #expect(exported.status == 0, "\(exported.stderr)")
+        let command = try #require(exported.stdout.split(separator: "\n").first { $0.hasPrefix("curl ") })
+        #expect(command == "curl --pinnedpubkey \"sha256//\(Pins.leafEC.dropFirst("spki-sha256:".count))\" https://api.pinproxy.test:\(good.port)/")
+        let pinned = String(command.split(separator: "\"")[1])
+        func fetch(_ port: UInt16) throws -> Run {
+            try run("/usr/bin/curl", ["-sS", "--max-time", "10", "--noproxy", "*", "--cacert", Paths.fixture("both-roots.pem"),
+                                      "--resolve", "api.pinproxy.test:\(port):127.0.0.1", "--pinnedpubkey", pinned,
+                                      "https://api.pinproxy.test:\(port)/"])
+        }
+        let genuine = try fetch(good.port)
+        #expect(genuine.status == 0 && genuine.stdout == "hello from genuine\n", "\(genuine.stderr)")
+        let refused = try fetch(rogue.port)
+        #expect(refused.status == 90, "\(refused.stderr)")  // CURLE_SSL_PINNEDPUBKEYNOTMATCH
+    }
+}
