@@ -21,7 +21,9 @@ extension Policy {
         for rule in rules where rule.mode != .unpinned {
             let distinct = Set(rule.pins.map(\.pin))
             if defaults.requireBackup == .warn, rule.mode == .enforce, distinct.count < 2 {
-                warn(rule.line, "missing_backup_pin", "the rule for '\(rule.name)' has only one distinct pin; when that key is rotated every CONNECT is refused. Add a backup: a key kept offline, or the issuing CA (at: ca)")
+                warn(rule.line, "missing_backup_pin", "the rule for '\(rule.name)' has only one distinct pin; when that key is rotated every CONNECT is refused. Add a backup: \(BackupRule.advice)")
+            } else if defaults.requireBackup != .off, rule.mode == .enforce, let ca = rule.caPinInServedChain {
+                warn(rule.line, "no_real_backup", "the rule for '\(rule.name)' has no real backup: its CA pin (line \(ca.line)) is in the same chain as its leaf pin; \(BackupRule.advice)")
             }
             if !rule.pins.isEmpty, rule.pins.allSatisfy({ $0.pin.kind == .cert && $0.position == .leaf }) {
                 warn(rule.line, "cert_leaf_pins_only", "the rule for '\(rule.name)' pins only whole leaf certificates (cert-sha256); every renewal breaks it, even with the same key. Prefer spki-sha256 pins")

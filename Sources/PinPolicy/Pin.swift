@@ -22,7 +22,7 @@ public struct Pin: Hashable, Sendable, CustomStringConvertible {
     public var colonHex: String { digest.map { hexByte($0) }.joined(separator: ":") }
 
     public enum Problem: Error, Equatable, Sendable {
-        case sha1, unknownForm(String), badEncoding(String), wrongLength(Int)
+        case sha1, unknownForm(String), badEncoding(String), wrongLength(Int), hexSPKI(base64: String)
 
         public var message: String {
             switch self {
@@ -31,6 +31,8 @@ public struct Pin: Hashable, Sendable, CustomStringConvertible {
                 return "'\(t)' is not a pin; write spki-sha256:<base64> or cert-sha256:<hex or base64> (aliases: sha256/…, sha256//…, pin-sha256=\"…\")"
             case .badEncoding(let t): return "'\(t)' is not valid base64 or hex"
             case .wrongLength(let n): return "the pin decodes to \(n) bytes; a SHA-256 pin is 32 bytes (44 base64 characters)"
+            case .hexSPKI(let base64):
+                return "spki-sha256 takes base64 (44 characters); hex is only for cert-sha256. The same 32 bytes in base64: spki-sha256:\(base64)"
             }
         }
     }
@@ -59,6 +61,9 @@ public struct Pin: Hashable, Sendable, CustomStringConvertible {
             return .failure(.unknownForm(text))
         }
         let digest: [UInt8]
+        if kind == .spki, let hex = decodeHex(body), hex.count == 32 {
+            return .failure(.hexSPKI(base64: Base64.encode(hex)))  // as base64 it would be 48 bytes: say why
+        }
         if kind == .cert, let hex = decodeHex(body) {
             digest = hex
         } else if let b64 = Base64.decode(body) {
@@ -135,20 +140,26 @@ public struct PinEntry: Hashable, Sendable, CustomStringConvertible {
     /// For a `file:` pin: the file, and the certificate's notAfter when it held one (for lint).
     public let file: String?
     public let notAfter: Date?
+    /// `backup: true` on an `at: ca` pin: the operator accepts this CA as the rule's backup (any key
+    /// the CA certifies for the name passes when the leaf key changes), so a chain that matches every
+    /// pin of the rule is not reported as having no real backup.
+    public let acceptedBackup: Bool
 
     public init(pin: Pin, position: PinPosition? = nil, label: String? = nil, line: Int = 0, file: String? = nil,
-                notAfter: Date? = nil) {
+                notAfter: Date? = nil, acceptedBackup: Bool = false) {
         self.pin = pin
         self.position = position ?? (pin.kind == .spki ? .any : .leaf)
         self.label = label
         self.line = line
         self.file = file
         self.notAfter = notAfter
+        self.acceptedBackup = acceptedBackup
     }
 
     public var description: String {
         var s = "\(pin) at=\(position.rawValue)"
         if let label { s += " (\(label))" }
+        if acceptedBackup { s += " backup" }
         return s
     }
 }

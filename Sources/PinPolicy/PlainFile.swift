@@ -10,28 +10,31 @@ import Darwin
 /// time it read an empty file, and every SIGHUP reads the policy file
 /// (PolicyFileReadingTests.reloadingDoesNotLeak). Its errors were Cocoa errors, too; ours are the
 /// path, `strerror` and the errno, which is what someone fixing a deployment needs.
-enum PlainFile {
-    struct ReadError: Error, Hashable, Sendable, CustomStringConvertible {
-        enum Problem: Hashable, Sendable {
+public enum PlainFile {
+    public struct ReadError: Error, Hashable, Sendable, CustomStringConvertible {
+        public enum Problem: Hashable, Sendable {
             case system(errno: Int32)
             case tooLarge(limit: Int)
         }
 
-        let path: String
-        let problem: Problem
+        public let path: String
+        public let problem: Problem
 
         /// `cannot read /etc/pinproxy/pinproxy.yaml: No such file or directory (errno 2)`
-        var description: String {
+        public var description: String { "cannot read \(path): \(reason)" }
+
+        /// Why, without the path: `No such file or directory (errno 2)`.
+        public var reason: String {
             switch problem {
-            case .system(let code): return "cannot read \(path): \(String(cString: strerror(code))) (errno \(code))"
-            case .tooLarge(let limit): return "cannot read \(path): it is larger than \(limit >> 20) MiB, the most this file may be"
+            case .system(let code): return "\(String(cString: strerror(code))) (errno \(code))"
+            case .tooLarge(let limit): return "it is larger than \(limit >> 20) MiB, the most this file may be"
             }
         }
     }
 
     /// The file's bytes, at most `limit` of them. Retries `EINTR`; traps on `EBADF`/`EFAULT`, which
     /// only a bug here can cause (STYLE §10); every other failure is a `ReadError`.
-    static func contents(of path: String, limit: Int) throws(ReadError) -> [UInt8] {
+    public static func contents(of path: String, limit: Int) throws(ReadError) -> [UInt8] {
         func failure(_ code: Int32) -> ReadError {
             precondition(code != EBADF && code != EFAULT, "PlainFile.contents(of: \(path)): \(String(cString: strerror(code)))")
             return ReadError(path: path, problem: .system(errno: code))

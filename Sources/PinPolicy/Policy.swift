@@ -124,7 +124,9 @@ extension Policy {
         if chain.leaf.notAfter.timeIntervalSince(now) < 30 * 86400 { warnings.append(.leafExpiresSoon(notAfter: chain.leaf.notAfter)) }
 
         if let match = firstMatch(of: rule.pins, in: chain) {
-            if Set(rule.pins.map(\.pin)).count >= 2, rule.pins.allSatisfy({ entry in firstMatch(of: [entry], in: chain) != nil }) {
+            // BackupRule: what `check` lints for enforced rules, the log says of the served chain.
+            if defaults.requireBackup != .off, rule.mode == .enforce, Set(rule.pins.map(\.pin)).count >= 2, rule.acceptedBackup == nil,
+               rule.pins.allSatisfy({ entry in firstMatch(of: [entry], in: chain) != nil }) {
                 warnings.append(.noRealBackup)
             }
             return result(.allowed(match))

@@ -125,6 +125,9 @@ final class PolicyReader {
             if let tab = Self.indentingTab(near: mark, in: text) {
                 return PolicyError(file: file, line: tab.line, column: tab.column, message: "tabs are not allowed for indentation in YAML; indent with spaces")
             }
+            if Self.character(at: mark, in: text) == "\t" {  // after '-' or ':', where YAML wants a space
+                return PolicyError(file: file, line: mark.line, column: mark.column, message: "tabs are not allowed here in YAML; use spaces")
+            }
             if problem.contains("undefined alias") {
                 return PolicyError(file: file, line: mark.line, column: mark.column, message: "YAML aliases are not allowed in a policy file")
             }
@@ -147,6 +150,15 @@ final class PolicyReader {
             }
         }
         return nil
+    }
+
+    /// The character at a 1-based line and column of `text`, if there is one.
+    static func character(at mark: Mark, in text: String) -> Character? {
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        guard mark.line >= 1, mark.line <= lines.count, mark.column >= 1 else { return nil }
+        let line = lines[mark.line - 1]
+        guard mark.column <= line.count else { return nil }
+        return line[line.index(line.startIndex, offsetBy: mark.column - 1)]
     }
 
     // MARK: shape
@@ -195,6 +207,10 @@ final class PolicyReader {
         for (key, value) in mapping {
             guard let name = key.scalar?.string else {
                 fail(key, "keys in \(what) must be plain names")
+                continue
+            }
+            if name.hasPrefix("\t") {  // a tab that the YAML parser took into a key: the same cause, the same words
+                fail(key, "tabs are not allowed for indentation in YAML; indent with spaces")
                 continue
             }
             guard allowed.contains(name) else {
@@ -297,8 +313,14 @@ final class PolicyReader {
         return ports
     }
 
+    /// A `file:` path, relative to the policy file's directory. `.` and empty components are dropped
+    /// (they only make messages odd: `./../pki/x.pem`); `..` is kept, since a symlink makes it mean
+    /// more than the text says.
     func path(_ text: String) -> String {
-        text.hasPrefix("/") ? text : baseDirectory + "/" + text
+        guard !text.hasPrefix("/") else { return text }
+        let joined = baseDirectory + "/" + text
+        let parts = joined.split(separator: "/").filter { $0 != "." }
+        return (joined.hasPrefix("/") ? "/" : "") + (parts.isEmpty ? "." : parts.joined(separator: "/"))
     }
 
     // MARK: the document
@@ -579,7 +601,7 @@ final class PolicyReader {
 
     // MARK: pins
 
-    static let pinKeys = ["pin", "file", "kind", "at", "label"]
+    static let pinKeys = ["pin", "file", "kind", "at", "label", "backup"]
     static let dnsKeys = ["nameservers", "hosts_file"]
     static let keylogKeys = ["path", "wait", "mode"]
     static let defaultsKeys = ["unpinned", "trust", "require_backup", "require_keylog"]
@@ -626,7 +648,17 @@ final class PolicyReader {
             var position: PinPosition?
             if let a = f["at"] { position = choice(a, "at", PinPosition.self, options: [.leaf, .ca, .any]) }
             let label = f["label"].flatMap { string($0, "label") }
-            if let pin { entries.append(PinEntry(pin: pin, position: position, label: label, line: item.mark?.line ?? 0, file: file, notAfter: notAfter)) }
+            var acceptedBackup = false
+            if let b = f["backup"], let value = boolean(b, "backup") {
+                if value && position != .ca {
+                    fail(b, "backup: true marks a CA pin (at: ca) as the rule's accepted backup; a leaf key not in use yet is a real backup without it")
+                }
+                acceptedBackup = value
+            }
+            if let pin {
+                entries.append(PinEntry(pin: pin, position: position, label: label, line: item.mark?.line ?? 0, file: file,
+                                        notAfter: notAfter, acceptedBackup: acceptedBackup))
+            }
         }
         return entries
     }

@@ -97,8 +97,10 @@ final class ResolveRequest {
         completion = nil
         guard let callback else { return }
         guard result == 0 else {
-            let text = String(cString: evutil_gai_strerror(result))
+            // libevent's own table words EAI_NONAME the BSD way ("nodename nor servname provided");
+            // say what the DNS answered instead.
             let notFound = result == EVUTIL_EAI_NONAME || result == EVUTIL_EAI_NODATA
+            let text = notFound ? "no such name, or no address for it, in DNS" : String(cString: evutil_gai_strerror(result))
             return callback(.failure(notFound ? .notFound(text) : .failed(text)))
         }
         var addresses: [IPAddress] = []

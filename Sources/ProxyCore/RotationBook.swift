@@ -38,6 +38,8 @@ struct RotationBook {
     private var expiringReported: [String: Date] = [:]
     private var streaks: [StreakKey: Streak] = [:]
     private var bypassReported: Date?
+    /// `tunnel_warning reason=no_real_backup`, by rule (its line and pattern).
+    private var noBackupReported: [String: Date] = [:]
 
     init(capacity: Int = RotationBook.defaultCapacity) {
         precondition(capacity > 0)
@@ -73,6 +75,15 @@ struct RotationBook {
         streak.reported = now
         streaks[key] = streak
         return streak.since
+    }
+
+    /// Whether `tunnel_warning reason=no_real_backup` is due for `rule` (its line and name): at most
+    /// once per rule a day, whichever host under it was seen.
+    mutating func noRealBackupDue(rule: String, at now: Date) -> Bool {
+        guard Self.due(noBackupReported[rule], every: Self.reportEvery, at: now) else { return false }
+        noBackupReported[rule] = now
+        Self.bound(&noBackupReported, to: capacity) { $0 }
+        return true
     }
 
     /// Whether the debug bypass banner is due: the bypass is active (`until` after now) and none

@@ -65,6 +65,11 @@ final class RotationWatch: Sendable {
         return lines
     }
 
+    /// Whether the per-rule `tunnel_warning reason=no_real_backup` may be written now (once a day).
+    func noRealBackupDue(_ rule: Rule) -> Bool {
+        book.withLock { $0.noRealBackupDue(rule: "\(rule.line) \(rule.name)", at: clock.now()) }
+    }
+
     /// `debug_bypass_active` when the bypass is in force and its last banner is an hour old (or
     /// there was none): at start, then hourly, with the start banner's keys.
     func bypassBanner(_ policy: Policy, enabled: Bool) -> LogRecord? {

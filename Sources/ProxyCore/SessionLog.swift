@@ -127,12 +127,19 @@ enum SessionLog {
         return r
     }
 
-    /// The tunnel's server negotiated another TLS version than the probe's: a downgrade, or another server.
-    static func versionChanged(to version: String, record s: DecisionRecord) -> LogRecord {
-        var r = LogRecord(.warning, "tunnel_warning", identity(s) + ruleFields(s))
+    /// The tunnel's server negotiated another TLS version than the probe's. A warning only when it
+    /// means something: a server that answered the probe with TLS 1.3 answered a client that offered
+    /// TLS 1.3 with an older version (a downgrade, or another server). Otherwise (a client that does
+    /// not offer 1.3, such as `curl --tls-max 1.2`) it is what the client asked for: info.
+    static func versionChanged(to version: String, record s: DecisionRecord, clientOfferedTLS13: Bool) -> LogRecord {
+        let downgrade = s.tlsVersion == "TLSv1.3" && clientOfferedTLS13 && version != "TLSv1.3"
+        var r = LogRecord(downgrade ? .warning : .info, "tunnel_warning", identity(s) + ruleFields(s))
         r["tls"] = .string(version)
+        let detail = downgrade
+            ? "the client offered TLS 1.3 and the server answered the probe with TLS 1.3, but the tunnel with \(version): a downgrade or a different server"
+            : "the tunnel negotiated \(version), the probe \(s.tlsVersion): \(clientOfferedTLS13 ? "the server chose it" : "the client did not offer TLS 1.3")"
         r.fields += [("probe_tls", .string(s.tlsVersion)), ("reason", .string("tls_version_changed")), ("stage", .string("stream")),
-                     ("detail", .string("the tunnel negotiated \(version), the probe \(s.tlsVersion): a downgrade or a different server"))]
+                     ("detail", .string(detail))]
         return r
     }
 
@@ -167,7 +174,8 @@ enum SessionLog {
         r["reason"] = .string(warning.code)
         switch warning {
         case .noRealBackup:
-            r["detail"] = .string("every pin of the rule matched this one chain: the backup pin is no backup; pin a key that is not in use")
+            r["detail"] = .string("every pin of the rule matched this one chain, so none of them is a real backup (said once a day per rule)")
+            r["hint"] = .string("add a backup to the rule at line \(s.rule?.line ?? 0): \(BackupRule.advice)")
         case .leafExpiresSoon(let notAfter):
             r["detail"] = .string("the leaf certificate expires \(RFC3339.format(notAfter)); make sure the rule's pins survive its renewal")
         case .ruleExpired(let at):
@@ -261,7 +269,7 @@ enum SessionLog {
         case .policy(.clientNotAllowed):
             return "add the client's network to proxy.allow_clients if it should use the proxy"
         case .network(.dnsError), .network(.dnsTimeout):
-            return "check proxy.dns (nameservers, hosts_file) or map the name in resolve:"
+            return "check proxy.dns (nameservers, hosts_file) or map the name in the policy's resolve: (pinproxy resolves every CONNECT name itself; a client's own mapping, such as curl --resolve, does not reach through a proxy)"
         case .network(.connectionRefused), .network(.connectionTimeout):
             return "the upstream did not accept a TCP connection; check the address and port"
         case .network(.tlsProtocolError), .network(.probeTimeout):
@@ -304,7 +312,7 @@ extension Logger {
 }
 
 /// A path as one shell word: as it is when it is plain, else in single quotes.
-func shellWord(_ text: String) -> String {
+public func shellWord(_ text: String) -> String {
     let plain = !text.isEmpty && text.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) || "/._-+:@%,=".unicodeScalars.contains($0) }
     return plain ? text : "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
 }

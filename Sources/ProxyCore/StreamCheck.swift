@@ -106,7 +106,7 @@ final class StreamCheck {
     /// What the session logs as it happens: a would-refuse let through, the tunnel's TLS version.
     enum Note {
         case overlooked(Overlooked)
-        case negotiated(version: String)
+        case negotiated(version: String, clientOfferedTLS13: Bool)
     }
 
     private var context: Context
@@ -315,7 +315,9 @@ final class StreamCheck {
                 // A HelloRetryRequest is TLS 1.3 (RFC 8446 §4.1.4), and the client needs it before it
                 // can send its second hello: holding it would deadlock the handshake.
                 serverHello = hello
-                if let version = tunnelVersion { notify?(.negotiated(version: version)) }
+                if let version = tunnelVersion {
+                    notify?(.negotiated(version: version, clientOfferedTLS13: clientHello?.offeredVersions.contains(0x0304) == true))
+                }
                 if hello.version >= 0x0304 || hello.isHelloRetryRequest {
                     // Only a client that offered TLS 1.3 can be in a TLS 1.3 handshake: a 1.2-only
                     // client that ignores the extension would read a plaintext Certificate next.

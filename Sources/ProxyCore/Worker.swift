@@ -256,10 +256,11 @@ final class Worker: @unchecked Sendable {
     }
 
     /// Warnings the probe revealed; a rule past its `expires` is reported at error level once an
-    /// hour (across all workers).
+    /// hour, a rule without a real backup once a day (across all workers).
     func noteWarnings(_ evaluation: Evaluation, record: DecisionRecord) {
         for warning in evaluation.warnings {
             if case .ruleExpired = warning, !shared.expiries.shouldReport(line: evaluation.rule.line, at: Date()) { continue }
+            if case .noRealBackup = warning, !shared.rotation.noRealBackupDue(evaluation.rule) { continue }
             logger.emit(SessionLog.warning(warning, record: record))
         }
         for line in shared.rotation.judged(record, evaluation: evaluation) { logger.emit(line) }
@@ -271,9 +272,9 @@ final class Worker: @unchecked Sendable {
         switch note {
         case .overlooked(let overlooked):
             logger.emit(SessionLog.overlooked(overlooked, record: record))
-        case .negotiated(let version):
+        case .negotiated(let version, let clientOfferedTLS13):
             if !record.tlsVersion.isEmpty && version != record.tlsVersion {
-                logger.emit(SessionLog.versionChanged(to: version, record: record))
+                logger.emit(SessionLog.versionChanged(to: version, record: record, clientOfferedTLS13: clientOfferedTLS13))
             }
         }
     }

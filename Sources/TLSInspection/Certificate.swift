@@ -68,10 +68,7 @@ public final class Certificate {
     }
 
     public static func load(file path: String) throws -> [Certificate] {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw FileError(path: path, message: "cannot read the file")
-        }
-        return try load(Array(data))
+        try load(FileError.contents(of: path))
     }
 
     public var der: [UInt8] { derBytes { i2d_X509(ref, $0) }! }
@@ -155,6 +152,15 @@ public struct FileError: Error, CustomStringConvertible {
     public let message: String
     /// The message alone: callers already name the path.
     public var description: String { message }
+
+    /// A certificate or key file's bytes (1 MiB at most); why not, with strerror and the errno.
+    static func contents(of path: String) throws(FileError) -> [UInt8] {
+        do {
+            return try PlainFile.contents(of: path, limit: 1 << 20)
+        } catch {
+            throw FileError(path: path, message: "cannot read the file: \(error.reason)")
+        }
+    }
 }
 
 /// Reads `file:` pins for the policy loader: a PEM/DER certificate (its SPKI or, with `kind: cert`,
@@ -163,10 +169,7 @@ public enum PinFiles {
     public static let loader: PinFileLoader = { path, kind in try read(path: path, kind: kind) }
 
     public static func read(path: String, kind: Pin.Kind) throws -> PinFileContents {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw FileError(path: path, message: "cannot read the file")
-        }
-        let bytes = Array(data)
+        let bytes = try FileError.contents(of: path)
         if let certificate = try? Certificate.load(bytes).first {
             let facts = certificate.facts
             if (try? Certificate.load(bytes).count) ?? 1 > 1 {

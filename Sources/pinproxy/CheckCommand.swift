@@ -113,6 +113,9 @@ struct CheckCommand: ParsableCommand {
             switch evaluation.verdict {
             case .allowed(let match):
                 Output.out("\(prefix) matches (\(match.entry.pin) at position \(match.position)) via \(seen.address.ip) \(seen.tlsVersion)")
+                if evaluation.warnings.contains(.noRealBackup) {  // BackupRule, in the log's words
+                    Output.out("\(prefix) warning[no_real_backup]: every pin of the rule matched this one chain, so none of them is a real backup; \(BackupRule.advice)")
+                }
             case .refused(let reason):
                 Output.out("\(prefix) would be REFUSED: \(reason.rawValue)\(validation.failureDetail) via \(seen.address.ip)")
                 healthy = false

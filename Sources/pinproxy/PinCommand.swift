@@ -13,23 +13,45 @@ struct PinCommand: ParsableCommand {
             resolve:, dns and the trust of the rule for HOST, or --connect-to) and prints the verified chain.
             With --config, it also says whether the chain MATCHES the policy's rule for HOST or DOES NOT MATCH it.
             pinproxy pin --cert FILE...  reads certificates (PEM, one or more, or DER) or public keys (PEM or DER).
+            pinproxy pin --from-log FILE|-   reads pinproxy's own log (logfmt or JSON lines, journalctl -o json \
+            or -o export) and prints a rule for every host whose verified chain it logged, most used first; \
+            a host whose chain changed during the window is marked and its rule is mode: report.
+            pinproxy pin --export okhttp|nsc|trustkit|curl [RULE...]   prints the pins of the --config \
+            policy's rules (each named as the log names it: api.example.com, **.example.com:8443; default: \
+            every rule with pins) as OkHttp CertificatePinner code, an Android network_security_config.xml, \
+            a TrustKit configuration or curl --pinnedpubkey commands.
+            pinproxy pin --import nsc FILE   prints policy rules from an Android network_security_config.xml's <pin-set>s.
 
             Discovery must happen on a network you trust: on an intercepted network the pins printed are \
             the attacker's. The SPKI pin equals the value of
               openssl x509 -pubkey -noout -in FILE | openssl pkey -pubin -outform DER | openssl dgst -sha256 -binary | base64
             """)
 
-    @Argument(help: ArgumentHelp("The server to probe (port 443 when omitted).", valueName: "HOST[:PORT]"))
-    var target: String?
+    @Argument(help: ArgumentHelp("The server to probe (port 443 when omitted); with --export, the rules; with --import, the file.",
+                                 valueName: "HOST[:PORT]"))
+    var arguments: [String] = []
 
     @Option(name: .long, parsing: .upToNextOption, help: ArgumentHelp("Certificate or public-key files (PEM or DER).", valueName: "FILE"))
     var cert: [String] = []
 
-    @Option(name: .long, help: "The policy file whose resolve:, dns and trust apply (default: none; system trust and DNS).")
+    @Option(name: .long, help: "The policy file whose resolve:, dns and trust apply (default: none; system trust and DNS), or whose rules --export prints (default: \(defaultConfigPath)).")
     var config: String?
 
     @Option(name: .customLong("connect-to"), help: ArgumentHelp("Connect to this address instead of resolving HOST.", valueName: "ADDR"))
     var connectTo: String?
+
+    @Option(name: .customLong("from-log"), help: ArgumentHelp("pinproxy's log to turn into rules ('-': standard input).", valueName: "FILE"))
+    var fromLog: String?
+
+    @Option(name: .long, help: ArgumentHelp("Print the policy's pins in this format.", valueName: "okhttp|nsc|trustkit|curl"))
+    var export: ExportFormat?
+
+    @Option(name: .customLong("import"), help: ArgumentHelp("Read pins in this format from the FILE argument.", valueName: "nsc"))
+    var importFormat: ImportFormat?
+
+    enum ImportFormat: String, ExpressibleByArgument { case nsc }
+
+    private var target: String? { cert.isEmpty && fromLog == nil && export == nil && importFormat == nil ? arguments.first : nil }
 
     /// `--connect-to` as an address (`192.0.2.1`, `2001:db8::1` or `[2001:db8::1]`).
     private var connectAddress: IPAddress? {
@@ -38,12 +60,79 @@ struct PinCommand: ParsableCommand {
     }
 
     func validate() throws {
-        if cert.isEmpty == (target == nil) { throw ValidationError("give HOST[:PORT] or --cert FILE..., not both") }
+        let modes = [!cert.isEmpty, fromLog != nil, export != nil, importFormat != nil].filter { $0 }.count
+        if modes > 1 { throw ValidationError("give one of --cert, --from-log, --export and --import") }
+        if modes == 0 && arguments.isEmpty {
+            throw ValidationError("give HOST[:PORT] to probe a server, or --cert FILE... to read certificate or public-key files (or --from-log, --export, --import)")
+        }
+        if !cert.isEmpty && !arguments.isEmpty { throw ValidationError("give HOST[:PORT] or --cert FILE..., not both") }
+        if modes == 0 && arguments.count > 1 { throw ValidationError("give one HOST[:PORT] to probe") }
+        if fromLog != nil && !arguments.isEmpty { throw ValidationError("--from-log reads one log: give no HOST or RULE") }
+        if importFormat != nil && arguments.count != 1 { throw ValidationError("--import nsc reads one FILE") }
+        if connectTo != nil && target == nil { throw ValidationError("--connect-to goes with HOST[:PORT]") }
         if connectTo != nil && connectAddress == nil { throw ValidationError("--connect-to takes an IP address") }
     }
 
     func run() throws {
+        if let fromLog { return try onboard(fromLog) }
+        if let export { return try exportPins(export) }
+        if importFormat != nil { return try importPins(arguments[0]) }
         if let target { try probe(target) } else { try files() }
+    }
+
+    /// `--from-log FILE|-`.
+    private func onboard(_ path: String) throws {
+        let bytes: [UInt8]
+        if path == "-" {
+            bytes = Array(FileHandle.standardInput.readDataToEndOfFile())
+        } else {
+            do {
+                bytes = try PlainFile.contents(of: path, limit: 1 << 30)
+            } catch {
+                Output.err("pinproxy pin --from-log: \(error)")
+                throw ExitCode(1)
+            }
+        }
+        var seen = FromLog()
+        let counts = DecisionLog.read(bytes) { seen.add($0) }
+        for line in seen.report(read: counts.read, skipped: counts.skipped) { Output.out(line) }
+    }
+
+    /// `--export FORMAT [RULE...]`.
+    private func exportPins(_ format: ExportFormat) throws {
+        let path = config ?? defaultConfigPath
+        let policy: Policy
+        do {
+            policy = try PolicyLoader.load(file: path, pinFiles: PinFiles.loader)
+        } catch {
+            Output.loadErrors(error)
+            throw ExitCode(1)
+        }
+        let pinned = policy.rules.filter { !$0.pins.isEmpty }
+        var chosen: [Rule] = []
+        for name in arguments {
+            guard let rule = pinned.first(where: { $0.name == name || $0.pattern.description == name }) else {
+                Output.err("pinproxy pin --export: no rule with pins named '\(name)' in \(path); its rules: \(pinned.map(\.name).joined(separator: ", "))")
+                throw ExitCode(1)
+            }
+            if !chosen.contains(rule) { chosen.append(rule) }
+        }
+        Output.out(PinExport.render(format, rules: arguments.isEmpty ? pinned : chosen))
+    }
+
+    /// `--import nsc FILE`.
+    private func importPins(_ path: String) throws {
+        do {
+            let bytes = try PlainFile.contents(of: path, limit: 16 << 20)
+            let rules = try NetworkSecurityConfigImport.rules(String(decoding: bytes, as: UTF8.self))
+            Output.out(NetworkSecurityConfigImport.render(rules, file: path))
+        } catch let error as PlainFile.ReadError {
+            Output.err("pinproxy pin --import: \(error)")
+            throw ExitCode(1)
+        } catch {
+            Output.err("pinproxy pin --import: \(path): \(error)")
+            throw ExitCode(1)
+        }
     }
 
     private func files() throws {
@@ -53,6 +142,9 @@ struct PinCommand: ParsableCommand {
             let certificates: [Certificate]
             do {
                 certificates = try Certificate.load(file: path)
+            } catch let error as FileError {
+                Output.err("pinproxy pin: \(path): \(error)")  // cannot read it: strerror and the errno
+                throw ExitCode(1)
             } catch {
                 // A public key (PEM `PUBLIC KEY` or DER SubjectPublicKeyInfo): what the policy's
                 // `file:` pins accept, and what an offline backup key usually is.
@@ -63,7 +155,7 @@ struct PinCommand: ParsableCommand {
                     Output.out("")
                     continue
                 }
-                Output.err("pinproxy pin: \(path): \(error)")
+                Output.err("pinproxy pin: \(path): \(Self.neitherMessage(path))")
                 throw ExitCode(1)
             }
             for (index, certificate) in certificates.enumerated() {
@@ -83,6 +175,16 @@ struct PinCommand: ParsableCommand {
                 Output.out("    - { pin: \"\(key.pin)\", label: \"\(CertificateReport.escape(name))\" }   # or { file: \(key.path) }")
             }
         }
+    }
+
+    /// What a file that holds neither a certificate nor a public key is told: a private key gets the
+    /// command that takes its public half.
+    static func neitherMessage(_ path: String) -> String {
+        let text = (try? PlainFile.contents(of: path, limit: 1 << 20)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        if text.contains("PRIVATE KEY-----") {
+            return "a private key; pin --cert reads certificates and public keys (PEM or DER). Pin its public key: openssl pkey -in \(shellWord(path)) -pubout -out key.pub.pem"
+        }
+        return "holds neither a certificate nor a public key; pin --cert reads PEM 'BEGIN CERTIFICATE' or 'BEGIN PUBLIC KEY' blocks, or one DER certificate or public key"
     }
 
     private func probe(_ text: String) throws {
@@ -144,7 +246,9 @@ struct PinCommand: ParsableCommand {
         let (validation, evaluation) = snapshot.judge(seen.presented, target: target, rule: rule, at: Date(), debugBypassEnabled: false)
         switch evaluation.verdict {
         case .allowed(let match):
-            return "# MATCHES rule at line \(rule.line) (pin \(match.entry.pin) at position \(match.position))."
+            let matches = "# MATCHES rule at line \(rule.line) (pin \(match.entry.pin) at position \(match.position))."
+            guard evaluation.warnings.contains(.noRealBackup) else { return matches }
+            return matches + "\n# warning[no_real_backup]: every pin of the rule matched this one chain, so none of them is a real backup; \(BackupRule.advice)"
         case .refused(let reason), .bypassed(let reason, _):
             return "# DOES NOT MATCH rule at line \(rule.line) (\(reason.rawValue)\(validation.failureDetail)) — do not paste these pins unless you have confirmed the change out of band."
         case .unpinned:
@@ -202,7 +306,11 @@ enum CertificateReport {
 
     /// A rule that pins the leaf key and, when present, the issuing CA's key.
     static func suggestedRule(for chain: [CertificateFacts], host known: Target? = nil, trust: Trust? = nil) -> String {
-        guard let leaf = chain.first(where: { !$0.isCA }) ?? chain.first else { return "" }
+        // A probed chain's leaf is its position 0, whatever its basic constraints say (a self-signed
+        // server certificate often says CA:TRUE); of files, the first certificate that is not a CA.
+        guard let leaf = known != nil ? chain.first : chain.first(where: { !$0.isCA }) ?? chain.first else { return "" }
+        // Only CA certificates given, none naming a host (`pin --cert ca.pem`): the rule pins the CA, where a CA sits.
+        let onlyCA = known == nil && leaf.isCA && leaf.subjectAltNames.isEmpty
         let host = leaf.subjectAltNames.first { $0.hasPrefix("DNS:") }.map { String($0.dropFirst(4)) }
         let ip = leaf.subjectAltNames.first { $0.hasPrefix("IP:") }.map { String($0.dropFirst(3)) }
         let target: String
@@ -211,20 +319,33 @@ enum CertificateReport {
         case .ip(let address)?: target = "ip: \"\(address)\""
         case nil: target = host.map { "host: \"\($0)\"" } ?? ip.map { "ip: \"\($0)\"" } ?? "host: \"REPLACE.example.com\""
         }
-        var lines = [
-            "# Ready-to-paste rule (under rules:). Confirm these pins from a network you trust.",
-            "- \(target)",
-        ]
+        let issuer = onlyCA ? nil : chain.first(where: { $0.isCA && $0.subject == leaf.issuer && $0.spki != leaf.spki })
+        return (["# Ready-to-paste rule (under rules:). Confirm these pins from a network you trust."]
+                + ruleLines(target: target, trust: trust.map { "\($0)" }, leaf: (leaf.spki, leaf.subject, onlyCA),
+                            issuer: issuer.map { ($0.spki, $0.subject) })).joined(separator: "\n")
+    }
+
+    /// The rule itself, shared with `--from-log`: the leaf key (or a lone CA's, where a CA sits)
+    /// and, as its backup (BackupRule), the issuing CA marked `backup: true`.
+    static func ruleLines(target: String, ports: [UInt16]? = nil, trust: String?, mode: String? = nil,
+                          leaf: (spki: Pin, subject: String, isCA: Bool), issuer: (spki: Pin, subject: String)?) -> [String] {
+        var lines = ["- \(target)"]
+        if let ports { lines.append("  ports: [\(ports.map(String.init).joined(separator: ", "))]") }
         if let trust { lines.append("  trust: \"\(trust)\"") }
+        if let mode { lines.append("  mode: \(mode)") }
         lines += [
             "  pins:",
-            "    - { pin: \"\(leaf.spki)\", at: leaf, label: \"\(escape(leaf.subject))\" }",
+            "    - { pin: \"\(leaf.spki)\", at: \(leaf.isCA ? "ca" : "leaf"), label: \"\(escape(leaf.subject))\" }",
         ]
-        if let issuer = chain.first(where: { $0.isCA && $0.subject == leaf.issuer }) {
-            lines.append("    - { pin: \"\(issuer.spki)\", at: ca, label: \"\(escape(issuer.subject))\" }")
+        if let issuer {
+            // BackupRule: the issuing CA is in the served chain, so it is a backup only when marked.
+            lines.append("    - { pin: \"\(issuer.spki)\", at: ca, label: \"\(escape(issuer.subject))\", backup: true }")
+            lines.append("    # backup: true accepts the issuing CA as the backup: any key it certifies for the name passes.")
+            lines.append("    # Stricter: replace that line with a spare key not in use yet, kept offline: { file: next-key.pub.pem, at: leaf, label: backup }")
+        } else {
+            lines.append("    # add a backup: \(BackupRule.advice)")
         }
-        lines.append("    # add a backup pin: the SPKI of a key you keep offline (file: backup.pub.pem) or of the issuing CA")
-        return lines.joined(separator: "\n")
+        return lines
     }
 
     static func escape(_ s: String) -> String {

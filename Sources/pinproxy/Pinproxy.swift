@@ -13,6 +13,8 @@ struct Pinproxy: ParsableCommand {
 
             Start with `pinproxy pin --cert FILE` (or `pinproxy pin HOST`) to get a rule, add it to the \
             policy, and check the file with `pinproxy check`.
+
+            Shell completions: pinproxy --generate-completion-script bash|zsh|fish
             """,
         version: BuildInfo.version,
         subcommands: [RunCommand.self, CheckCommand.self, PinCommand.self])

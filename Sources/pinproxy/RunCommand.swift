@@ -76,7 +76,11 @@ struct RunCommand: ParsableCommand {
         do {
             proxy = try Proxy(snapshot: snapshot, logger: logger, options: options)
         } catch {
-            logger.error("start_failed", metadata: ["detail": "\(error)"])
+            var metadata: Logger.Metadata = ["detail": "\(error)"]
+            if case Proxy.StartError.cannotListen(let address, let why) = error, why == String(cString: strerror(EADDRINUSE)) {
+                metadata["hint"] = "another process listens on \(address) (ss -ltnp 'sport = :\(address.port)' names it): stop it, or give pinproxy another address with --listen or proxy.listen"
+            }
+            logger.error("start_failed", metadata: metadata)
             throw ExitCode(1)
         }
         proxy.run()

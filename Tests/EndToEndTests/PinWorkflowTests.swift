@@ -96,6 +96,27 @@ import TestSupport
         #expect(r.stdout.contains("# DOES NOT MATCH rule at line"))
     }
 
+    /// Two `at: any` pins may be a key and its spare: only the served chain tells. `check --probe`
+    /// sees it, and says it in the log's words.
+    @Test func checkProbeSaysWhenNoPinIsARealBackup() throws {
+        let server = try Upstream("leaf-ec256", name: "probed")
+        let rules = "rules:\n  - host: api.pinproxy.test\n\(pinsLine(Pins.leafEC, Pins.intermediate))"
+        let config = try temporaryFile(policy(ports: [server.port], rules: rules)
+            .replacingOccurrences(of: "require_backup: off", with: "require_backup: warn"))
+        let r = try run(Paths.pinproxy, ["check", "--config", config, "--probe"], timeout: 60)
+        #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
+        #expect(!r.stdout.contains("warning[no_real_backup]: the rule"))  // nothing to see without the chain
+        #expect(r.stdout.hasSuffix("""
+
+            line 15 api.pinproxy.test:\(server.port): matches (\(Pins.leafEC) at position 0) via 127.0.0.1 TLSv1.3
+            line 15 api.pinproxy.test:\(server.port): warning[no_real_backup]: every pin of the rule matched this one chain, so none of them is a real backup; a real backup is a key not in the served chain (a spare kept offline: '{ file: next-key.pub.pem, at: leaf, label: backup }') or a CA pin marked 'backup: true' (then any key that CA certifies for the name passes)
+
+            """), "\(r.stdout)")
+        // `pin HOST --config` says the same under its MATCHES line.
+        let pin = try run(Paths.pinproxy, ["pin", "api.pinproxy.test:\(server.port)", "--config", config], timeout: 30)
+        #expect(pin.stdout.contains("\n# MATCHES rule at line 15 (pin \(Pins.leafEC) at position 0).\n# warning[no_real_backup]: every pin of the rule matched this one chain, so none of them is a real backup; a real backup is a key not in the served chain"))
+    }
+
     /// `check --probe` probes every port a rule covers (its `ports:`, else `allowed_ports`), and
     /// `--port` picks one.
     @Test func checkProbeProbesEachPortOfARule() throws {
@@ -120,5 +141,37 @@ import TestSupport
         #expect(!one.stdout.contains(":\(second.port)"))
         let other = try run(Paths.pinproxy, ["check", "--config", config, "--probe", "--port", String(second.port)], timeout: 60)
         #expect(other.stdout.contains("line 18 x.api.pinproxy.test:\(first.port): skipped (it does not cover port \(second.port))"), "\(other.stdout)")
+    }
+}
+
+/// A self-signed server certificate that says CA:TRUE (what `openssl req -x509` makes, as in the
+/// README's worked example): probed, its key is the leaf's, pinned once `at: leaf`.
+@Suite struct SelfSignedCAServerTests {
+    @Test func aProbedSelfSignedCAIsPinnedAtLeafOnce() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let made = try run("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "30",
+                                                "-subj", "/CN=local.test", "-addext", "subjectAltName=DNS:local.test",
+                                                "-keyout", directory + "/local.key", "-out", directory + "/local.pem"])
+        #expect(made.status == 0, "\(made.stderr)")
+        let server = try Helper("/usr/bin/env", ["python3", "\(Paths.scripts)/upstream.py", "--name", "local", "--tls", "any", "--mode", "https",
+                                                 "--port", "0", "--cert", directory + "/local.pem", "--key", directory + "/local.key",
+                                                 "--ca", directory + "/local.pem"])
+        defer { server.stop() }
+        let r = try run(Paths.pinproxy, ["pin", "local.test:\(server.port)", "--connect-to", "127.0.0.1"], timeout: 30)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("key:       EC P-256 (CA certificate)\n"))
+        let spki = try #require(r.stdout.split(separator: "\n").first { $0.hasPrefix("spki pin:  ") }).dropFirst("spki pin:  ".count)
+        #expect(r.stdout.hasSuffix("""
+            - host: "local.test"
+              trust: "pins-only"
+              pins:
+                - { pin: "\(spki)", at: leaf, label: "CN=local.test" }
+                # add a backup: a real backup is a key not in the served chain (a spare kept offline: '{ file: next-key.pub.pem, at: leaf, label: backup }') or a CA pin marked 'backup: true' (then any key that CA certifies for the name passes)
+
+            """), "\(r.stdout)")
+        // The same file given to --cert names a host: it is a server's, pinned at: leaf too.
+        let file = try run(Paths.pinproxy, ["pin", "--cert", directory + "/local.pem"])
+        #expect(file.stdout.contains("    - { pin: \"\(spki)\", at: leaf, label: \"CN=local.test\" }\n"))
     }
 }

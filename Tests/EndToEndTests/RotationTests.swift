@@ -103,8 +103,10 @@ import TestSupport
               - host: b.api.pinproxy.test
                 pins: ["\(Pins.leafEC)", "\(Pins.backup)"]
             """
-        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: rules, resolve: "  api.pinproxy.test: 127.0.0.1\n  b.api.pinproxy.test: 127.0.0.1"),
-                                     environment: clock.environment)
+        // require_backup: off would silence every backup warning, this one too.
+        let config = policy(ports: [server.port], rules: rules, resolve: "  api.pinproxy.test: 127.0.0.1\n  b.api.pinproxy.test: 127.0.0.1")
+            .replacingOccurrences(of: "require_backup: off", with: "require_backup: warn")
+        let proxy = try ProxyProcess(config: config, environment: clock.environment)
         let firstSeen = Date()
         var closes = 0
         try Self.tunnel(proxy, "api.pinproxy.test", server.port, closes: &closes)

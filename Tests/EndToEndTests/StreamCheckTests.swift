@@ -55,6 +55,8 @@ import TestSupport
         #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: selective.port).body == "hello from genuine 1.2\n")
         let warning = try #require(proxy.waitFor("tunnel_warning") { $0["reason"] == "tls_version_changed" })
         #expect(warning["tls"] == "TLSv1.2" && warning["probe_tls"] == "TLSv1.3" && warning["stage"] == "stream")
+        #expect(warning["level"] == "warning")  // the client offered TLS 1.3: a downgrade, or another server
+        #expect(warning["detail"] == "the client offered TLS 1.3 and the server answered the probe with TLS 1.3, but the tunnel with TLSv1.2: a downgrade or a different server")
         let closed = try #require(proxy.waitFor("tunnel_closed"))
         #expect(closed["tls"] == "TLSv1.2" && closed["probe_tls"] == "TLSv1.3" && closed["verify"] == "probe+stream")
     }

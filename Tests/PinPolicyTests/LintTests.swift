@@ -13,6 +13,30 @@ import Testing
         #expect(try codes("version: 1\ndefaults: {unpinned: allow, require_backup: off}\nrules:\n  - host: a.test\n    pins: [\"\(pinA)\"]\n") == [])
     }
 
+    /// BackupRule: the leaf and its issuing CA match the same chain, so the CA is a backup only when
+    /// the policy marks it `backup: true`; a spare leaf key, or two CAs, are left to the served chain.
+    @Test func aCAPinInTheServedChainIsABackupOnlyWhenMarked() throws {
+        let leafAndCA = header + "rules:\n  - host: a.test\n    pins:\n      - { pin: \"\(pinA)\", at: leaf }\n      - { pin: \"\(pinB)\", at: ca, label: issuing CA }\n"
+        let warnings = try load(leafAndCA).get().lint(at: now)
+        #expect(warnings.map(\.code) == ["no_real_backup"])
+        #expect(warnings.first?.line == 5)
+        #expect(warnings.first?.message == "the rule for 'a.test' has no real backup: its CA pin (line 8) is in the same chain as its leaf pin; a real backup is a key not in the served chain (a spare kept offline: '{ file: next-key.pub.pem, at: leaf, label: backup }') or a CA pin marked 'backup: true' (then any key that CA certifies for the name passes)")
+        let marked = leafAndCA.replacingOccurrences(of: "label: issuing CA }", with: "label: issuing CA, backup: true }")
+        #expect(try codes(marked) == [])
+        #expect(try load(marked).get().rules[0].acceptedBackup?.pin.description == pinB)
+        #expect(try codes(header + "rules:\n  - host: a.test\n    pins:\n      - { pin: \"\(pinA)\", at: leaf }\n      - { pin: \"\(pinC)\", at: leaf }\n") == [])
+        #expect(try codes(header + "rules:\n  - host: a.test\n    pins:\n      - { pin: \"\(pinB)\", at: ca }\n      - { pin: \"\(pinC)\", at: ca }\n") == [])
+        #expect(try codes(leafAndCA.replacingOccurrences(of: "unpinned: allow\n", with: "unpinned: allow\n  require_backup: off\n")) == [])
+        #expect(try codes(leafAndCA.replacingOccurrences(of: "  - host: a.test\n", with: "  - host: a.test\n    mode: report\n")) == [])
+    }
+
+    @Test func backupTrueIsOnlyForACAPin() {
+        expectError(header + "rules:\n  - host: a.test\n    pins:\n      - { pin: \"\(pinA)\", at: leaf, backup: true }\n      - \"\(pinB)\"\n",
+                    line: 7, column: 94, "backup: true marks a CA pin (at: ca) as the rule's accepted backup; a leaf key not in use yet is a real backup without it")
+        expectError(header + "rules:\n  - host: a.test\n    pins:\n      - { pin: \"\(pinB)\", at: ca, backup: yes }\n      - \"\(pinA)\"\n",
+                    line: 7, column: 92, "backup must be true or false, not 'yes'")
+    }
+
     @Test func certLeafPinsAloneBreakAtRenewal() throws {
         #expect(try codes(header + "rules:\n  - host: a.test\n    pins: [\"\(cert(1))\", \"\(cert(2))\"]\n") == ["cert_leaf_pins_only"])
     }

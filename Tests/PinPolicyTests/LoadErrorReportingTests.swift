@@ -45,5 +45,9 @@ import Testing
         #expect(errors(header + "rules:\n  - host: a.example.com\n  \tpins: [\"\(pinA)\"]\n") == [
             "test.yaml:6:3: tabs are not allowed for indentation in YAML; indent with spaces",
         ])
+        // After '-' (or ':'), where YAML wants a space: libyaml's "cannot start any token" named.
+        #expect(errors(header + "rules:\n  - host: a.example.com\n    pins:\n      -\t\"\(pinA)\"\n") == [
+            "test.yaml:7:8: tabs are not allowed here in YAML; use spaces",
+        ])
     }
 }

@@ -214,7 +214,7 @@ let header = "version: 1\ndefaults:\n  unpinned: allow\n"
         struct Missing: Error, CustomStringConvertible { var description: String { "cannot read the file" } }
         let result = load(header + "rules:\n  - host: a.example.com\n    pins:\n      - { file: nope.pem }\n", pinFiles: { _, _ in throw Missing() })
         guard case .failure(let e) = result else { Issue.record("loaded"); return }
-        #expect(e.errors.first?.line == 7 && e.errors.first?.message.contains("cannot use the pin file './nope.pem': cannot read the file") == true)
+        #expect(e.errors.first?.line == 7 && e.errors.first?.message.contains("cannot use the pin file 'nope.pem': cannot read the file") == true)
     }
 }
 

@@ -138,6 +138,19 @@ func match(_ pin: String, at position: Int, _ where_: PinPosition? = nil) -> Ver
         #expect(q.evaluate(expiring, rule: q.rules[0], target: .name("api.test"), at: now, debugBypassEnabled: false).warnings == [.leafExpiresSoon(notAfter: soon)])
     }
 
+    /// BackupRule at runtime: every pin on the served chain is no real backup, unless a CA pin is
+    /// marked `backup: true`; not said for `require_backup: off` nor for a rule in report mode.
+    @Test func noRealBackupUnlessTheCAPinIsMarked() {
+        let pins = "    pins:\n      - { pin: \"\(spki(1))\", at: leaf }\n      - { pin: \"\(spki(2))\", at: ca"
+        let (unmarked, report) = policy(rule: pins + " }")
+        #expect(unmarked.evaluate(genuine, rule: unmarked.rules[0], target: .name("api.test"), at: now, debugBypassEnabled: false).warnings == [.noRealBackup])
+        #expect(report.evaluate(genuine, rule: report.rules[0], target: .name("api.test"), at: now, debugBypassEnabled: false).warnings == [])
+        let marked = policy(rule: pins + ", backup: true }").enforce
+        #expect(marked.evaluate(genuine, rule: marked.rules[0], target: .name("api.test"), at: now, debugBypassEnabled: false).warnings == [])
+        let offPolicy = try! load("version: 1\ndefaults: {unpinned: allow, require_backup: off}\nrules:\n  - host: api.test\n\(pins) }\n").get()
+        #expect(offPolicy.evaluate(genuine, rule: offPolicy.rules[0], target: .name("api.test"), at: now, debugBypassEnabled: false).warnings == [])
+    }
+
     @Test func keyRotationWithAndWithoutTheBackupPin() {
         let rotated = ChainValidation.verified(VerifiedChain(leafFirst: [facts(5), facts(2, isCA: true), facts(3, isCA: true)]))
         let withBackup = policy(rule: "    pins:\n      - { pin: \"\(spki(1))\", at: leaf }\n      - { pin: \"\(spki(5))\", at: leaf, label: backup }").enforce

@@ -25,6 +25,16 @@ import Testing
         #expect(r6)
     }
 
+    /// `tunnel_warning reason=no_real_backup`: once per rule a day, whichever host it was for.
+    @Test func noRealBackupIsSaidOncePerRuleADay() {
+        var book = RotationBook()
+        let first = book.noRealBackupDue(rule: "5 **.a.test", at: start)
+        let again = book.noRealBackupDue(rule: "5 **.a.test", at: start.addingTimeInterval(day - 1))
+        let other = book.noRealBackupDue(rule: "9 b.test", at: start.addingTimeInterval(60))
+        let nextDay = book.noRealBackupDue(rule: "5 **.a.test", at: start.addingTimeInterval(day))
+        #expect(first && !again && other && nextDay)
+    }
+
     @Test func aClockSteppedBackFarDoesNotSilenceAWarning() {
         var book = RotationBook()
         let notAfter = start.addingTimeInterval(20 * day)

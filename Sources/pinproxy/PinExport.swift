@@ -1,0 +1,169 @@
+import ArgumentParser
+import Foundation
+import PinPolicy
+
+/// `pinproxy pin --export FORMAT RULE…`: the policy's pins in a pinning library's own form, so that
+/// one canonical pin list feeds every client. What a format cannot say is a comment where the rule
+/// would be, never silently dropped: certificate pins (every format here takes SPKI hashes only),
+/// one-label wildcards where the format has none, CA pins for curl (which compares the server's own
+/// key only), IP rules for libraries that pin host names.
+enum ExportFormat: String, CaseIterable, ExpressibleByArgument {
+    case okhttp, nsc, trustkit, curl
+}
+
+enum PinExport {
+    static func render(_ format: ExportFormat, rules: [Rule]) -> String {
+        switch format {
+        case .okhttp: return okhttp(rules)
+        case .nsc: return networkSecurityConfig(rules)
+        case .trustkit: return trustKit(rules)
+        case .curl: return curl(rules)
+        }
+    }
+
+    /// The base64 SHA-256 of the SPKI, as every one of these formats writes it.
+    static func spki(_ rule: Rule, leafOnly: Bool = false) -> (pins: [String], skipped: [String]) {
+        var pins: [String] = []
+        var skipped: [String] = []
+        for entry in rule.pins {
+            let text = entry.pin.description
+            if entry.pin.kind == .cert {
+                skipped.append("\(text) (a certificate pin; this format takes public-key pins only)")
+            } else if leafOnly && entry.position == .ca {
+                skipped.append("\(text) (at: ca; curl compares the server's own key only)")
+            } else {
+                let b64 = String(text.dropFirst("spki-sha256:".count))
+                if !pins.contains(b64) { pins.append(b64) }
+            }
+        }
+        return (pins, skipped)
+    }
+
+    /// OkHttp's CertificatePinner (Kotlin). Its patterns are ours: `*.` one label, `**.` any depth.
+    /// OkHttp matches a pin anywhere in the verified chain (`at:` has no counterpart).
+    static func okhttp(_ rules: [Rule]) -> String {
+        var lines = ["// OkHttp CertificatePinner, from pinproxy's policy. OkHttp accepts a pin anywhere in the chain.",
+                     "val certificatePinner = CertificatePinner.Builder()"]
+        for rule in rules {
+            guard case .host(let pattern) = rule.pattern else {
+                lines.append("    // \(rule.name): an IP rule; OkHttp pins host names only")
+                continue
+            }
+            let (pins, skipped) = spki(rule)
+            if rule.mode == .report { lines.append("    // \(rule.name): mode: report in the policy; OkHttp enforces these pins") }
+            for pin in pins { lines.append("    .add(\"\(pattern)\", \"sha256/\(pin)\")") }
+            for s in skipped { lines.append("    // \(rule.name): skipped \(s)") }
+        }
+        lines.append("    .build()")
+        return lines.joined(separator: "\n")
+    }
+
+    /// Android's res/xml/network_security_config.xml: one `<domain-config>` per rule, its `expires`
+    /// as the pin-set's `expiration` (after which Android stops checking the pins).
+    static func networkSecurityConfig(_ rules: [Rule]) -> String {
+        var lines = ["<?xml version=\"1.0\" encoding=\"utf-8\"?>",
+                     "<!-- From pinproxy's policy. Android checks these pins on top of the system's trust. -->",
+                     "<network-security-config>"]
+        var seen: Set<String> = []
+        for rule in rules {
+            let domain: (name: String, subdomains: Bool)
+            switch rule.pattern {
+            case .host(.exact(let name)): domain = (name, false)
+            case .host(.anyDepth(let name)): domain = (name, true)
+            case .host(.oneLabel):
+                lines.append("    <!-- \(xml(rule.name)): a one-label wildcard has no network_security_config form; skipped -->")
+                continue
+            case .ip:
+                lines.append("    <!-- \(xml(rule.name)): an IP rule; network_security_config pins domains only; skipped -->")
+                continue
+            }
+            // Android refuses a domain named twice (rules for one name on other ports).
+            guard seen.insert(domain.name).inserted else {
+                lines.append("    <!-- \(xml(rule.name)): \(xml(domain.name)) has a domain-config already (pins are per domain, not per port); skipped -->")
+                continue
+            }
+            let (pins, skipped) = spki(rule)
+            if rule.mode == .report { lines.append("    <!-- \(xml(rule.name)): mode: report in the policy; Android enforces these pins -->") }
+            lines.append("    <domain-config>")
+            lines.append("        <domain includeSubdomains=\"\(domain.subdomains)\">\(xml(domain.name))</domain>")
+            let expiration = rule.expires.map { " expiration=\"\(String(RFC3339.format($0).prefix(10)))\"" } ?? ""
+            lines.append("        <pin-set\(expiration)>")
+            for pin in pins { lines.append("            <pin digest=\"SHA-256\">\(pin)</pin>") }
+            lines.append("        </pin-set>")
+            for s in skipped { lines.append("        <!-- skipped \(xml(s)) -->") }
+            lines.append("    </domain-config>")
+        }
+        lines.append("</network-security-config>")
+        return lines.joined(separator: "\n")
+    }
+
+    /// TrustKit's configuration dictionary (Swift). TrustKit wants two hashes at least (a backup).
+    static func trustKit(_ rules: [Rule]) -> String {
+        var lines = ["// TrustKit configuration, from pinproxy's policy: TrustKit.initSharedInstance(withConfiguration: trustKitConfig)",
+                     "let trustKitConfig: [String: Any] = [",
+                     "    kTSKSwizzleNetworkDelegates: false,",
+                     "    kTSKPinnedDomains: ["]
+        var seen: Set<String> = []
+        for rule in rules {
+            let domain: (name: String, subdomains: Bool)
+            switch rule.pattern {
+            case .host(.exact(let name)): domain = (name, false)
+            case .host(.anyDepth(let name)): domain = (name, true)
+            case .host(.oneLabel):
+                lines.append("        // \(rule.name): a one-label wildcard has no TrustKit form; skipped")
+                continue
+            case .ip:
+                lines.append("        // \(rule.name): an IP rule; TrustKit pins domains only; skipped")
+                continue
+            }
+            // A dictionary literal with a key twice traps at run time (rules for one name on other ports).
+            guard seen.insert(domain.name).inserted else {
+                lines.append("        // \(rule.name): \"\(domain.name)\" is configured already (pins are per domain, not per port); skipped")
+                continue
+            }
+            let (pins, skipped) = spki(rule)
+            lines.append("        \"\(domain.name)\": [")
+            lines.append("            kTSKIncludeSubdomains: \(domain.subdomains),")
+            lines.append("            kTSKEnforcePinning: \(rule.mode == .enforce),")
+            if let expires = rule.expires { lines.append("            kTSKExpirationDate: \"\(String(RFC3339.format(expires).prefix(10)))\",") }
+            lines.append("            kTSKPublicKeyHashes: [")
+            for pin in pins { lines.append("                \"\(pin)\",") }
+            lines.append("            ],")
+            if pins.count < 2 { lines.append("            // TrustKit refuses fewer than two hashes: add a backup key") }
+            for s in skipped { lines.append("            // skipped \(s)") }
+            lines.append("        ],")
+        }
+        lines += ["    ],", "]"]
+        return lines.joined(separator: "\n")
+    }
+
+    /// curl's `--pinnedpubkey`, one command per rule. curl compares the server's own (leaf) key
+    /// only, so `at: ca` pins cannot be said.
+    static func curl(_ rules: [Rule]) -> String {
+        var lines = ["# curl --pinnedpubkey, from pinproxy's policy. curl compares the server's own key only (not a CA's)."]
+        for rule in rules {
+            let (pins, skipped) = spki(rule, leafOnly: true)
+            let host: String
+            switch rule.pattern {
+            case .host(.exact(let name)): host = name
+            case .host(let pattern): host = "HOST.\(pattern.literalSuffix)"
+            case .ip(let cidr): host = cidr.prefixLength == cidr.network.bytes.count * 8 ? cidr.network.description : "ADDRESS"
+            }
+            let port = rule.ports?.first.map { $0 == 443 ? "" : ":\($0)" } ?? ""
+            lines.append("# \(rule.name)")
+            for s in skipped { lines.append("#   skipped \(s)") }
+            if pins.isEmpty {
+                lines.append("#   no pin curl can check")
+                continue
+            }
+            let url = "https://\(host.contains(":") ? "[\(host)]" : host)\(port)/"
+            lines.append("curl --pinnedpubkey \"\(pins.map { "sha256//\($0)" }.joined(separator: ";"))\" \(url)")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func xml(_ s: String) -> String {
+        s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+    }
+}
