@@ -98,7 +98,11 @@ import Testing
             Self.append(flood, to: path)
             intake.readAndWait()
             let counters = intake.counters
-            #expect(counters.skippedBytes == Int64(flood.utf8.count) && counters.lines == 0, "\(counters)")
+            // The intake's thread may read the first part while the write is still going on (a 10 MB
+            // write to tmpfs is not atomic to a reader): that part is parsed, the rest passed over.
+            let total = Int64(flood.utf8.count), line = Int64(Self.unrelated.utf8.count)
+            #expect(abs(counters.skippedBytes + Int64(counters.lines) * line - total) <= line, "\(counters)")
+            #expect(counters.skippedBytes >= total - (2 << 20) - line, "\(counters)")
             var info = stat()
             #expect(stat(path, &info) == 0 && info.st_size == 0 && info.st_blocks == 0)
         }
