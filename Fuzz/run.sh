@@ -45,7 +45,7 @@ field() { echo "$1" | cut -d'|' -f"$2" | xargs; }
 mkdir -p Fuzz/out/corpus
 
 # The request parser's `import PinPolicy` goes: the parsers target is one module.
-grep -v '^import PinPolicy$' Sources/ProxyCore/ConnectRequest.swift > Fuzz/out/ConnectRequest.swift
+grep -v '^import PinPolicy$' Sources/ProxyCore/Request/ConnectRequest.swift > Fuzz/out/ConnectRequest.swift
 # The TLS 1.3 flight opener needs TLSInspection's other files (Certificate, for the leaf's key), and
 # so PinPolicy's pure files: one module, their `import PinPolicy` lines dropped.
 mkdir -p Fuzz/out/tls13
