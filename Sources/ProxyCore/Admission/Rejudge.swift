@@ -50,7 +50,9 @@ extension PolicySnapshot {
     /// was opened unpinned).
     func rejudge(_ authority: Authority, client: IPAddress, address: IPAddress?, chain: [[UInt8]]?, at now: Date,
                  debugBypassEnabled: Bool) -> ReloadVerdict {
-        if let address, policy.proxy.denyDestinations.containsAnyForm(of: address) { return .closes(.addressDenied(address)) }
+        // No loop to look for: the tunnel is open, so its address was not pinproxy's own.
+        let destinations = DestinationFilter(deny: policy.proxy.denyDestinations) { _ in false }
+        if let address, destinations.entry(denying: address) != nil { return .closes(.addressDenied(address)) }
         switch AdmissionGate.admit(authority, client: client, policy: policy, kind: .connect) {
         case .refused(let cause):
             return .closes(.admissionRefused(cause))
