@@ -318,9 +318,9 @@ public final class Proxy: @unchecked Sendable {
     /// be answered.
     private func acceptFailed(_ listener: OpaquePointer, errno code: Int32) {
         let outOfDescriptors = code == EMFILE || code == ENFILE
-        let allowClients = snapshot.policy.proxy.allowClients
+        let policy = snapshot.policy
         let answered = outOfDescriptors && reserve.answerOne(from: evconnlistener_get_fd(listener), with: Self.outOfDescriptorsAnswer) {
-            allowClients.contains($0.ip)
+            AdmissionGate.refusesClient($0.ip, policy: policy) == nil
         }
         if answered {
             counters.refused += 1
