@@ -86,7 +86,7 @@ import Testing
         func closed(_ reason: CloseReason) -> SessionEnd {
             .closed(reason, ClosedTunnel(record: record, openedTunnel: false, bytesUp: 0, bytesDown: 0, duration: .zero, check: nil, relay: nil))
         }
-        for end in [closed(.clientClosed), closed(.policyReload(reason: "pin_mismatch", detail: "d")), closed(.shutdown)] {
+        for end in [closed(.clientClosed), closed(.policyReload(.chainRefused(.pinMismatch, failure: nil))), closed(.shutdown)] {
             #expect(SessionLog.end(end).level == SessionLog.level(of: end))
         }
         var unpinned = record

@@ -95,9 +95,9 @@ enum SessionLog {
             if closed.openedTunnel, let relay = closed.relay { r["relay"] = .string(relay.rawValue) }
             tunnelVersion(closed, into: &r)
             r["close_reason"] = .string(closed.openedTunnel ? reason.code : "\(reason.code)_before_decision")
-            if case .policyReload(let refusal, let detail) = reason {
-                r["reason"] = .string(refusal)
-                r["detail"] = .string(detail)
+            if case .policyReload(let cause) = reason {
+                r["reason"] = .string(cause.code)
+                r["detail"] = .string(cause.detail)
             }
             return r
         case .streamRefused(let refusal, let closed):

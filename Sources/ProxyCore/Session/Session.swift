@@ -145,12 +145,12 @@ final class Session {
         let viaParent = machine.admitted?.snapshot.policy.proxy.upstreamProxy != nil
         let verdict = fresh.rejudge(authority, client: client.ip, address: viaParent ? nil : record.address?.ip, chain: chain, at: Date(),
                                     debugBypassEnabled: worker.debugBypassEnabled)
-        guard case .closes(let reason, let detail) = verdict else {
+        guard case .closes(let cause) = verdict else {
             relay.check?.policyChanged(to: fresh)
             return
         }
         relay.abortOnClose()
-        finish(.policyReload(reason: reason, detail: detail))
+        finish(.policyReload(cause))
     }
 
     /// Ends the session without a refusal: shutdown, a hang-up, the relay's end.

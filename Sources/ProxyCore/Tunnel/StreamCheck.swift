@@ -463,12 +463,8 @@ final class StreamCheck {
             // Byte for byte the chain the probe saw, judged under this same snapshot and rule.
             (validation, evaluation) = (probe.validation, probe.evaluation)
         } else {
-            var presented: [Certificate] = []
-            for der in ders {
-                guard let certificate = Certificate.fromDER(der) else {
-                    return refuse(.malformedTLS, "a certificate in the server's Certificate message does not parse", now)
-                }
-                presented.append(certificate)
+            guard let presented = Certificate.chain(fromDER: ders) else {
+                return refuse(.malformedTLS, "a certificate in the server's Certificate message does not parse", now)
             }
             (validation, evaluation) = context.snapshot.judge(presented, target: context.authority.target, rule: rule, at: now,
                                                               debugBypassEnabled: context.debugBypassEnabled)
