@@ -165,12 +165,10 @@ final class StreamCheck {
         switch (event, phase) {
         case (.serverHello(let hello), _):
             return serverHello(hello, isLast: isLast, now)
-        case (.certificate(let ders), .tls12Certificate(let hellos)), (.certificate(let ders), .resumption(let hellos, _)):
-            var credentials: [ResumptionLedger.Credential] = []
-            if case .resumption(_, let issued) = phase { credentials = issued }
-            if let refusal = judge(ders, now) { return refusal }
-            if let verdict = summary.judged?.evaluation.verdict, case .allowed = verdict { credentials.append(.sessionID(hellos.server.sessionID)) }
-            phase = .tls12Judged(hellos, credentials: credentials)
+        case (.certificate(let ders), .tls12Certificate(let hellos)):
+            return certificate(ders, hellos, issued: [], now)
+        case (.certificate(let ders), .resumption(let hellos, let issued)):
+            return certificate(ders, hellos, issued: issued, now)
         case (.certificate, _):
             return refuse(.malformedTLS, "a Certificate out of order", now)
         case (.newSessionTicket(let ticket), .tls12Certificate(let hellos)):
@@ -193,6 +191,16 @@ final class StreamCheck {
         case (.newSessionTicket, _), (.changeCipherSpec, _), (.encrypted, _):
             return refuse(.malformedTLS, "the server went on without a ServerHello", now)
         }
+        return nil
+    }
+
+    /// A TLS ≤ 1.2 Certificate, judged; a chain that passes adds the session id to what the
+    /// handshake `issued` so far.
+    private func certificate(_ ders: [[UInt8]], _ hellos: Hellos, issued: [ResumptionLedger.Credential], _ now: Date) -> Inspection? {
+        if let refusal = judge(ders, now) { return refusal }
+        var credentials = issued
+        if let verdict = summary.judged?.evaluation.verdict, case .allowed = verdict { credentials.append(.sessionID(hellos.server.sessionID)) }
+        phase = .tls12Judged(hellos, credentials: credentials)
         return nil
     }
 
