@@ -272,16 +272,9 @@ enum Pins {
     }
 
     @Test func aListenAddressInUseHasAHint() throws {
-        let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (taken, port) = try boundLoopbackSocket()
         defer { close(taken) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(taken, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(taken, $0, &length) } }
         #expect(listen(taken, 1) == 0)
-        let port = UInt16(bigEndian: address.sin_port)
         let path = try temporaryFile("version: 1\ndefaults: {unpinned: allow}\n")
         let r = try run(Paths.pinproxy, ["run", "--config", path, "--listen", "127.0.0.1:\(port)"], timeout: 30)
         #expect(r.status == 1)
