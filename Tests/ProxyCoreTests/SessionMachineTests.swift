@@ -22,8 +22,7 @@ import Testing
               - host: open.example.test
                 mode: unpinned
             """
-        let policy = try! PolicyLoader.load(yaml: yaml, source: "test.yaml", pinFiles: nil)
-        return try! PolicySnapshot(policy: policy, systemStore: TrustStore.system())
+        return PolicySnapshot.loaded(from: yaml)
     }()
     static let client = SocketAddress.parse("127.0.0.1:40000")!
 
