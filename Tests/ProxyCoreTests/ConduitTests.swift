@@ -1,57 +1,8 @@
 import Foundation
 import PinPolicy
+import TestSupport
 import Testing
 @testable import ProxyCore
-
-/// A connected pair of Unix stream sockets, both non-blocking, closed in `deinit`: a stand-in for a
-/// tunnel's client or upstream socket (`near` is the relay's end, `far` the peer's).
-final class SocketPair {
-    let near: Int32
-    let far: Int32
-
-    init() {
-        var fds: [Int32] = [0, 0]
-        precondition(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0, "socketpair: \(errno)")
-        near = fds[0]
-        far = fds[1]
-        for fd in fds { _ = fcntl(fd, F_SETFL, O_NONBLOCK) }
-    }
-
-    deinit {
-        close(near)
-        if far >= 0 { close(far) }
-    }
-
-    /// The peer writes as much of `bytes` as the socket takes; returns how much.
-    @discardableResult
-    func peerSends(_ bytes: [UInt8]) -> Int {
-        var put = 0
-        while put < bytes.count {
-            let n = bytes[put...].withUnsafeBytes { send(far, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard n > 0 else { break }
-            put += n
-        }
-        return put
-    }
-
-    /// Everything the peer can read now (without waiting).
-    func peerReceives() -> [UInt8] {
-        var out: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let n = recv(far, &buffer, buffer.count, 0)
-            guard n > 0 else { return out }
-            out += buffer[0..<n]
-        }
-    }
-
-    /// Makes the relay's end take little at a time, so a write soon finds it full.
-    func shrinkBuffers() {
-        var size: Int32 = 4096
-        setsockopt(near, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        setsockopt(far, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-    }
-}
 
 /// One direction of the fast relay on socketpairs, without a loop: what `pump` and `flush` report,
 /// what a conduit holds when the receiver is full, and where the splice pipes go.
@@ -60,7 +11,7 @@ final class SocketPair {
         method == .splice ? SpliceConduit(shared: shared) : CopyConduit(shared: shared)
     }
 
-    static let bytes: [UInt8] = (0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 11) }
+    static let bytes: [UInt8] = (0..<(2 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 11) }
 
     @Test(arguments: [RelayMethod.copy, .splice])
     func whatTheSenderSentReachesTheReceiverAndNothingIsHeld(method: RelayMethod) {
@@ -115,22 +66,6 @@ final class SocketPair {
         let conduit = Self.conduit(method, RelayShared())
         sender.peerSends(Array("to nobody".utf8))
         #expect(withoutSIGPIPE { conduit.pump(from: sender.near, to: receiver.near) } == .writeFailed(EPIPE))
-    }
-
-    /// Runs `body` with SIGPIPE blocked on this thread and then takes the SIGPIPE it raised:
-    /// splice(2) into a socket whose peer is gone raises one (the proxy ignores SIGPIPE for the whole
-    /// process; a test must not change that for every other test).
-    func withoutSIGPIPE<T>(_ body: () -> T) -> T {
-        var pipeSignal = sigset_t(), saved = sigset_t()
-        sigemptyset(&pipeSignal)
-        sigaddset(&pipeSignal, SIGPIPE)
-        pthread_sigmask(SIG_BLOCK, &pipeSignal, &saved)
-        defer {
-            var now = timespec(tv_sec: 0, tv_nsec: 0)
-            while sigtimedwait(&pipeSignal, nil, &now) == SIGPIPE {}
-            pthread_sigmask(SIG_SETMASK, &saved, nil)
-        }
-        return body()
     }
 
     /// A descriptor that cannot be read (a pipe's write end) is a read failure with its errno.
