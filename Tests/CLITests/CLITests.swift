@@ -197,14 +197,6 @@ func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, ar
     }
 }
 
-/// Pins of the fixture PKI (Fixtures/expected-pins.txt).
-enum Pins {
-    static let leafEC = "spki-sha256:kBQGSGfznkVIdbhVncSBp6O/buiORHazf74OhcSQKZE="
-    static let intermediate = "spki-sha256:KCDrug7ej6zlHN6aFwgek+aRk6ExpqGsKfgGdPF+qhM="
-    static let root = "spki-sha256:8xYmeC9Eb+1x3jKAb5kV+2ORTfldeg/FMzwVSTm3ptc="
-    static let backup = "spki-sha256:WwVBfKtcnP1H4GTEAlaKbG5eqHWzhDIdOZvcYdtyivk="
-}
-
 /// Issue 20's sharp edges, each with its exact message.
 @Suite struct SharpEdgeTests {
     @Test func pinWithoutArgumentsSaysWhatToGive() throws {
