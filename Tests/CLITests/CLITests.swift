@@ -197,14 +197,6 @@ func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, ar
     }
 }
 
-/// Pins of the fixture PKI (Fixtures/expected-pins.txt).
-enum Pins {
-    static let leafEC = "spki-sha256:kBQGSGfznkVIdbhVncSBp6O/buiORHazf74OhcSQKZE="
-    static let intermediate = "spki-sha256:KCDrug7ej6zlHN6aFwgek+aRk6ExpqGsKfgGdPF+qhM="
-    static let root = "spki-sha256:8xYmeC9Eb+1x3jKAb5kV+2ORTfldeg/FMzwVSTm3ptc="
-    static let backup = "spki-sha256:WwVBfKtcnP1H4GTEAlaKbG5eqHWzhDIdOZvcYdtyivk="
-}
-
 /// Issue 20's sharp edges, each with its exact message.
 @Suite struct SharpEdgeTests {
     @Test func pinWithoutArgumentsSaysWhatToGive() throws {
@@ -272,16 +264,9 @@ enum Pins {
     }
 
     @Test func aListenAddressInUseHasAHint() throws {
-        let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (taken, port) = try boundLoopbackSocket()
         defer { close(taken) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(taken, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(taken, $0, &length) } }
         #expect(listen(taken, 1) == 0)
-        let port = UInt16(bigEndian: address.sin_port)
         let path = try temporaryFile("version: 1\ndefaults: {unpinned: allow}\n")
         let r = try run(Paths.pinproxy, ["run", "--config", path, "--listen", "127.0.0.1:\(port)"], timeout: 30)
         #expect(r.status == 1)

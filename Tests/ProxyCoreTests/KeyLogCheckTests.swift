@@ -27,8 +27,8 @@ import Testing
         func line(_ secret: KeyLogSecret) { deliver?(.secret(secret)) }
     }
 
-    static let intermediate = "spki-sha256:KCDrug7ej6zlHN6aFwgek+aRk6ExpqGsKfgGdPF+qhM="
-    static let rsaLeaf = "spki-sha256:7lBrKZ9S7afn2Xb2oN0mgOLh1UvmIixsKeVyj3Hm4do="
+    static let intermediate = Pins.intermediate
+    static let rsaLeaf = Pins.leafRSA
     static let captures = [TLS13Vectors.opensslAES128RSA, TLS13Vectors.curlAES256ECDSA, TLS13Vectors.pythonChaChaECDSA,
                            TLS13Vectors.opensslCertificateRequest]
 
