@@ -365,6 +365,29 @@ final class PlainForwarder {
         if exchange.responseBody!.isDone { finishExchange(exchange) }
     }
 
+    /// Copies the first `count` bytes of `input` onto the end of `output`, then drains them. A copy,
+    /// not `evbuffer_remove_buffer`'s move of whole chains: libevent reads at most 4 KiB at a time
+    /// into chains of 8 KiB, and moved as they are, those half-empty chains queued toward a side
+    /// that does not read held twice `highWater` (521 KiB per stalled upload, issue 16). Copied,
+    /// the output's chains are packed full.
+    private static func copy(from input: OpaquePointer, to output: OpaquePointer, count: Int) {
+        withUnsafeTemporaryAllocation(of: iovec.self, capacity: 8) { vecs in  // evbuffer_iovec is a #define for iovec
+            var left = count
+            while left > 0 {
+                let segments = min(Int(evbuffer_peek(input, left, nil, vecs.baseAddress, 8)), 8)
+                var copied = 0
+                for vec in vecs.prefix(segments) where copied < left {
+                    let take = min(vec.iov_len, left - copied)
+                    evbuffer_add(output, vec.iov_base, take)
+                    copied += take
+                }
+                guard copied > 0 else { return }
+                evbuffer_drain(input, copied)
+                left -= copied
+            }
+        }
+    }
+
     /// A response head as the client gets it (in the client's HTTP version), or nil when it would
     /// have more fields than pinproxy reads: the limit holds for what pinproxy writes, as for requests.
     private func clientHead(_ head: HTTPHead, _ exchange: Exchange) -> [UInt8]? {
@@ -392,10 +415,10 @@ final class PlainForwarder {
             if let data = meter.plainBytesAhead {
                 let taken = min(data, slice)
                 meter.consume(count: taken)
-                evbuffer_remove_buffer(input, sink.output, taken)
+                Self.copy(from: input, to: sink.output, count: taken)
                 count += taken
             } else if meter.state == .untilClose {
-                evbuffer_remove_buffer(input, sink.output, slice)
+                Self.copy(from: input, to: sink.output, count: slice)
                 count += slice
             } else {
                 let window = min(slice, 4096)
@@ -404,7 +427,7 @@ final class PlainForwarder {
                 case .consumed(let n) where dechunk:
                     evbuffer_drain(input, n)
                 case .consumed(let n):
-                    evbuffer_remove_buffer(input, sink.output, n)
+                    Self.copy(from: input, to: sink.output, count: n)
                     count += n
                 case .malformed(let why):
                     return .malformed(why)
