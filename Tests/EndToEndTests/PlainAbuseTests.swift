@@ -157,7 +157,7 @@ import TestSupport
         let baseline = proxy.rssKiB
         let readers = try (0..<clients).map { _ in try PlainClient(port: proxy.port, buffers: 4096) }
         for reader in readers { reader.send("GET \(Self.url(server, "/bytes/\(1 << 40)")) HTTP/1.1\r\nHost: x\r\n\r\n") }
-        let downloads = Self.steadyRSS(proxy)
+        let downloads = Self.steadyRSS(proxy, above: baseline, floorKiB: clients * 192)
         print("plain HTTP, \(clients) clients that never read: RSS \(baseline) KiB before, \(downloads) KiB held, \((downloads - baseline) / clients) KiB each")
         #expect((downloads - baseline) / clients <= bound, "\((downloads - baseline) / clients) KiB per never-reading client (\(downloads) KiB, \(baseline) KiB before)")
         for reader in readers { reader.cut(reset: true) }
@@ -167,21 +167,25 @@ import TestSupport
         let uploaders = try (0..<clients).map { _ in try PlainClient(port: proxy.port, buffers: 4096) }
         for uploader in uploaders { uploader.send("POST \(Self.url(server, "/sink")) HTTP/1.1\r\nHost: x\r\nContent-Length: \(1 << 40)\r\n\r\n") }
         PlainClient.pushUntilStalled(uploaders, within: 60)
-        let uploads = Self.steadyRSS(proxy)
+        let uploads = Self.steadyRSS(proxy, above: before, floorKiB: clients * 192)
         print("plain HTTP, \(clients) uploads to a server that never reads: RSS \(before) KiB before, \(uploads) KiB held, \((uploads - before) / clients) KiB each")
         #expect((uploads - before) / clients <= bound, "\((uploads - before) / clients) KiB per stalled upload (\(uploads) KiB, \(before) KiB before)")
         for uploader in uploaders { uploader.cut(reset: true) }
         #expect(Self.settled(proxy, descriptors: descriptors, within: 10))
     }
 
-    /// The proxy's RSS once it has stopped growing (four samples 250 ms apart within 256 KiB of
-    /// each other), or the largest seen within 30 s: the stalled exchanges have filled their buffers.
-    static func steadyRSS(_ proxy: ProxyProcess) -> Int {
+    /// The proxy's RSS once the stalled exchanges have filled their buffers: grown by at least
+    /// `floorKiB` (each comes to hold `highWater`, 256 KiB, once the side that sends has filled it), then
+    /// four samples 250 ms apart within 256 KiB of each other; or the largest seen within 30 s.
+    static func steadyRSS(_ proxy: ProxyProcess, above baseline: Int, floorKiB: Int) -> Int {
         var samples: [Int] = []
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             samples.append(proxy.rssKiB)
-            if samples.count >= 4, let low = samples.suffix(4).min(), let high = samples.suffix(4).max(), high - low < 256 { break }
+            if let last = samples.last, last - baseline >= floorKiB, samples.count >= 4,
+               let low = samples.suffix(4).min(), let high = samples.suffix(4).max(), high - low < 256 {
+                break
+            }
             usleep(250_000)
         }
         return samples.max() ?? 0
