@@ -299,7 +299,8 @@ final class PlainForwarder {
             let window = min(available, Self.maxResponseHead + 4)
             guard available > 0, let bytes = evbuffer_pullup(input, window) else { break }
             guard let length = ConnectRequest.headLength(in: UnsafeRawBufferPointer(start: bytes, count: window)) else {
-                if available > Self.maxResponseHead { return abort(exchange, outcome: "bad_response", refusal: .network(.badUpstreamResponse, "the response head is over \(Self.maxResponseHead) bytes")) }
+                // `>=`: the server is read at most `serverReadAhead` (64 KiB) ahead, so a longer head never arrives whole.
+                if available >= Self.maxResponseHead { return abort(exchange, outcome: "bad_response", refusal: .network(.badUpstreamResponse, "the response head is over \(Self.maxResponseHead) bytes")) }
                 stage = .exchanging(exchange)
                 return
             }
@@ -339,11 +340,13 @@ final class PlainForwarder {
             let clientSpeaks10 = exchange.request.head.start.2 == "HTTP/1.0"
             if clientSpeaks10 && !head.tokens("Transfer-Encoding").isEmpty {
                 // HTTP/1.0 has no transfer codings: chunked is undone here, any other cannot be.
-                guard body == .chunked, head.tokens("Transfer-Encoding") == ["chunked"] else {
+                switch body {
+                case .none: break  // HEAD, 204, 304: only the field goes
+                case .chunked where head.tokens("Transfer-Encoding") == ["chunked"]: exchange.dechunk = true
+                default:
                     return abort(exchange, outcome: "bad_response", refusal: .network(.badUpstreamResponse, "the response has a transfer coding other than chunked, which an HTTP/1.0 client cannot read"))
                 }
                 head.fields.removeAll { $0.name.caseInsensitiveCompare("Transfer-Encoding") == .orderedSame }
-                exchange.dechunk = true
             }
             // A shutdown under way: this is the connection's last exchange.
             if body == .untilClose || exchange.dechunk || worker.stopping { exchange.closeClient = true }

@@ -111,6 +111,10 @@ import TestSupport
         let line = try #require(proxy.waitFor("http_forwarded"))
         #expect(line["status"] == "200" && line["bytes_down"] == "11" && line["outcome"] == "complete", "\(line)")
 
+        // A HEAD has no body to undo: only the field goes.
+        let head = try rawExchange(port: proxy.port, send: Array("HEAD \(Self.url(server, "/raw/chunked")) HTTP/1.0\r\n\r\n".utf8))
+        #expect(head == "HTTP/1.0 200 OK\r\nX-Test: 1\r\nVia: 1.1 pinproxy\r\nConnection: close\r\n\r\n")
+
         let current = try rawExchange(port: proxy.port, send: Array("GET \(Self.url(server, "/raw/chunked")) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
         #expect(current == "HTTP/1.1 200 OK\r\nX-Test: 1\r\nTransfer-Encoding: chunked\r\nVia: 1.1 pinproxy\r\nConnection: close\r\n\r\n"
                 + "5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n")
@@ -130,7 +134,11 @@ import TestSupport
         #expect(rejected["detail"] == "the server's answer is not an HTTP/1.x response pinproxy forwards")
         #expect(proxy.waitFor("http_forwarded")?["outcome"] == "bad_response")
 
-        for (path, count) in [("/raw/bad-chunk", 2), ("/raw/huge-chunk", 3)] {
+        // A head over 64 KiB is refused as soon as 64 KiB of it is in (the server is read 64 KiB ahead at most).
+        let long = try rawExchange(port: proxy.port, send: Array("GET \(Self.url(server, "/raw/long-head")) HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+        #expect(statusLine(long) == "HTTP/1.1 502 Bad Upstream Response" && long.contains("the response head is over 65536 bytes"), "\(long)")
+
+        for (path, count) in [("/raw/bad-chunk", 3), ("/raw/huge-chunk", 4)] {
             let cut = try rawExchange(port: proxy.port, send: Array("GET \(Self.url(server, path)) HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
             #expect(cut == "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nVia: 1.1 pinproxy\r\nConnection: keep-alive\r\n\r\n", "\(path): \(cut)")
             let lines = proxy.events("http_forwarded", count: count)

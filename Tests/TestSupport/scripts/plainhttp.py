@@ -25,6 +25,8 @@ RAW = {
     "plus-status": b"HTTP/1.1 +200 OK\r\nContent-Length: 2\r\n\r\nok",
     "bad-chunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5 6\r\nhello\r\n0\r\n\r\n",
     "huge-chunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n20000000000\r\nhello",
+    # A head one byte over pinproxy's 64 KiB limit for response heads.
+    "long-head": b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * 65536 + b"\r\nContent-Length: 0\r\n\r\n",
 }
 
 answered = 0
@@ -80,7 +82,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             time.sleep(int(self.path[len("/delay/"):]) / 1000)
             return self.send_text("hello plain\n")
         if self.path.startswith("/raw/"):
-            self.wfile.write(RAW[self.path[len("/raw/"):]])
+            answer = RAW[self.path[len("/raw/"):]]
+            if self.command == "HEAD" and b"chunked" in answer:
+                answer = answer[: answer.index(b"\r\n\r\n") + 4]  # a HEAD answer is its head
+            self.wfile.write(answer)
             self.wfile.flush()
             self.close_connection = True
             return
