@@ -369,10 +369,10 @@ final class PlainForwarder {
     }
 
     /// Copies the first `count` bytes of `input` onto the end of `output`, then drains them. A copy,
-    /// not `evbuffer_remove_buffer`'s move of whole chains: libevent reads at most 4 KiB at a time
-    /// into chains of 8 KiB, and moved as they are, those half-empty chains queued toward a side
-    /// that does not read held twice `highWater` (521 KiB per stalled upload, issue 16). Copied,
-    /// the output's chains are packed full.
+    /// not `evbuffer_remove_buffer`'s move of whole chains: libevent 2.1 reads 4 KiB at a time,
+    /// each read in its own 8 KiB allocation (as the relay found), and moved as they were, those
+    /// half-empty chains queued toward a side that does not read held about twice `highWater` (511–523 KiB per stalled exchange, issue 16).
+    /// Copied, the output's chains are packed full.
     private static func copy(from input: OpaquePointer, to output: OpaquePointer, count: Int) {
         withUnsafeTemporaryAllocation(of: iovec.self, capacity: 8) { vecs in  // evbuffer_iovec is a #define for iovec
             var left = count
@@ -402,8 +402,8 @@ final class PlainForwarder {
 
     /// Moves what belongs to the body from one side's input to the other's output until the input
     /// is empty, the body ends, or the output holds `highWater` bytes (a move never goes past it).
-    /// Data moves without being looked at (evbuffer chains, no copy); framing (chunk-size lines,
-    /// trailers) is read through the meter a little at a time and passed on — or dropped, `dechunk`.
+    /// Data is copied without being looked at (`copy`); framing (chunk-size lines, trailers) is
+    /// read through the meter a little at a time and passed on — or dropped, `dechunk`.
     private func move(from source: BufferEvent, to sink: BufferEvent, meter: inout BodyMeter, dechunk: Bool = false, count: inout Int) -> Moved {
         let input = source.input
         // Each round takes at least one byte or returns: bounded by what the input holds.
