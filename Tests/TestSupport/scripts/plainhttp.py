@@ -25,6 +25,8 @@ RAW = {
     "plus-status": b"HTTP/1.1 +200 OK\r\nContent-Length: 2\r\n\r\nok",
     "bad-chunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5 6\r\nhello\r\n0\r\n\r\n",
     "huge-chunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n20000000000\r\nhello",
+    # 100 fields: pinproxy reads them, but with its Via and Connection the client would get 102.
+    "many-fields": b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-F%d: v\r\n" % i for i in range(99)) + b"Content-Length: 0\r\n\r\n",
     # A head one byte over pinproxy's 64 KiB limit for response heads.
     "long-head": b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * 65536 + b"\r\nContent-Length: 0\r\n\r\n",
 }
