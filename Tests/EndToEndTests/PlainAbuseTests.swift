@@ -128,7 +128,7 @@ import TestSupport
     /// Framing read strictly (RFC 9112): a `+200` status line, a head over 64 KiB, or one that
     /// would reach the client with more than 100 fields is refused before anything reaches the
     /// client (502), and a body whose chunk-size line is `5 6`, or whose chunk size is 2^41, is
-    /// cut where it stops being HTTP, nothing of it forwarded.
+    /// cut where it stops being HTTP, nothing of it forwarded; a client's `5 6` is refused 400.
     @Test func laxFramingFromAServerIsRefused() throws {
         let server = try PlainHTTPTests.server()
         let proxy = try ProxyProcess(config: PlainHTTPTests.plainPolicy(port: server.port))
@@ -148,7 +148,13 @@ import TestSupport
         let many = try rawExchange(port: proxy.port, send: Array("GET \(Self.url(server, "/raw/many-fields")) HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
         #expect(statusLine(many) == "HTTP/1.1 502 Bad Upstream Response" && many.contains("more than 100 fields, Via and Connection included"), "\(many)")
 
-        for (path, count) in [("/raw/bad-chunk", 4), ("/raw/huge-chunk", 5)] {
+        // The same strictness for a client's body: `5 6` is refused 400, and the server gets no more of it.
+        let upload = try rawExchange(port: proxy.port, send: Array("POST \(Self.url(server, "/upload")) HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5 6\r\nhello\r\n0\r\n\r\n".utf8))
+        #expect(statusLine(upload) == "HTTP/1.1 400 Bad Request", "\(upload)")
+        #expect(proxy.waitFor("request_rejected") { $0["detail"] == "the request body: a chunk size followed by something other than a chunk extension" }?["reason"] == "bad_request")
+        #expect(proxy.waitFor("http_forwarded") { $0["method"] == "POST" }?["outcome"] == "bad_request_body")
+
+        for (path, count) in [("/raw/bad-chunk", 5), ("/raw/huge-chunk", 6)] {
             let cut = try rawExchange(port: proxy.port, send: Array("GET \(Self.url(server, path)) HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
             #expect(cut == "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nVia: 1.1 pinproxy\r\nConnection: keep-alive\r\n\r\n", "\(path): \(cut)")
             let lines = proxy.events("http_forwarded", count: count)
