@@ -55,7 +55,8 @@ struct HTTPHead: Equatable {
 
     /// Hop-by-hop fields (RFC 9110 §7.6.1) and those the `Connection` field names, removed; the
     /// framing field `Transfer-Encoding` is kept, because pinproxy passes a chunked body on as it
-    /// came (both hops speak HTTP/1.1).
+    /// came when both hops speak HTTP/1.1 (for an HTTP/1.0 client the forwarder de-chunks it and
+    /// drops the field).
     mutating func removeHopByHop() {
         let named = Set(tokens("Connection")).subtracting(["transfer-encoding", "content-length"])
         let hop: Set<String> = ["connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate", "te",
