@@ -26,6 +26,7 @@ TARGETS=(
   "tlsreader   | Fuzz/TLSReaderFuzz.swift     | TLSReader  | none    | $tls_reader"
   "policy      | Fuzz/PolicyLoaderFuzz.swift  | PinPolicy  | yams    | $all_policy"
   "tls13       | Fuzz/TLS13FlightFuzz.swift   | TLS13      | openssl | $pure_policy Fuzz/out/tls13/*.swift"
+  "plainhttp   | Fuzz/PlainHTTPFuzz.swift     | PlainHTTP  | none    | $pure_policy Fuzz/out/ConnectRequest.swift Fuzz/out/PlainHTTP.swift"
 )
 
 seconds=60 runs="" jobs=1 build_only=no
@@ -46,6 +47,7 @@ mkdir -p Fuzz/out/corpus
 
 # The request parser's `import PinPolicy` goes: the parsers target is one module.
 grep -v '^import PinPolicy$' Sources/ProxyCore/Request/ConnectRequest.swift > Fuzz/out/ConnectRequest.swift
+grep -v '^import PinPolicy$' Sources/ProxyCore/Request/PlainHTTP.swift > Fuzz/out/PlainHTTP.swift
 # The TLS 1.3 flight opener needs TLSInspection's other files (Certificate, for the leaf's key), and
 # so PinPolicy's pure files: one module, their `import PinPolicy` lines dropped.
 mkdir -p Fuzz/out/tls13
@@ -99,6 +101,18 @@ seed_parsers() {
   printf '\x042001:db8::/32' > "$1/cidr"
   printf '\x052027-06-30T00:00:00+02:00' > "$1/time"
   printf '\x06AAECAwQ=' > "$1/base64"
+}
+
+# Seeds: a request of each framing, a response head, and chunked and sized bodies (the first byte
+# picks the target, the second is its knob: a parent proxy, HEAD, the slice size).
+seed_plainhttp() {
+  printf '\x00\x00GET http://a.example/x?y HTTP/1.1\r\nHost: b\r\nConnection: keep-alive, X-A\r\nX-A: 1\r\nAccept: */*\r\n\r\n' > "$1/get"
+  printf '\x00\x01POST http://[::1]:8080/u HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n' > "$1/post-chunked"
+  printf '\x00\x01PUT http://10.0.0.1/ HTTP/1.0\r\nContent-Length: 00\r\n\r\n' > "$1/put-length"
+  printf '\x01\x00HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n' > "$1/response"
+  printf '\x01\x01HTTP/1.0 304 Not Modified\r\nContent-Length: 5\r\n\r\n' > "$1/not-modified"
+  printf '\x02\x035;ext="a b"\r\nhello\r\n00a\r\n0123456789\r\n0\r\nX-Trailer: t\r\n\r\nnext' > "$1/chunked"
+  printf '\x02\x85abcdefghij' > "$1/length"
 }
 
 # Seeds: every captured flight of the reader's tests (real clients and servers), each with a

@@ -17,6 +17,19 @@ import Testing
                     line: 6, column: 82, "at must be one of leaf, ca, any, not 'leaf\\t'")
     }
 
+    /// Found (issue 16's long run, 52 k executions in): a duplicate key with a tab was quoted raw
+    /// in "duplicate key '…'", the one message the first fix did not pass through `oneLine`.
+    @Test func aTabInADuplicateKeyIsEscapedInTheMessage() {
+        guard case .failure(let e) = load(header + "proxy:\n  \"allow_c\\tlients\": [127.0.0.1/8]\n  \"allow_c\\tlients\": [127.0.0.1/8]\n") else {
+            Issue.record("loaded")
+            return
+        }
+        // The key is unknown as well (an error of its own); the duplicate's is the one found.
+        #expect(e.errors.contains { $0.line == 6 && $0.column == 3 && $0.message == "duplicate key 'allow_c\\tlients': each key may appear once in a mapping (first at line 5)" },
+                "\(e.errors)")
+        #expect(e.errors.allSatisfy { !$0.description.contains("\t") })
+    }
+
     /// Found: a key with a bidirectional override (U+202E) reordered the rest of the error line
     /// on a terminal; it is written as an escape.
     @Test func aBidiOverrideInAKeyIsEscaped() {

@@ -1,3 +1,4 @@
+import PinPolicy
 import Testing
 @testable import ProxyCore
 
@@ -10,11 +11,11 @@ import Testing
         let text = "GET http://Example.TEST/a/b?c=d HTTP/1.1\r\nHost: other\r\nConnection: keep-alive, X-Drop\r\nX-Drop: 1\r\nProxy-Connection: keep-alive\r\nProxy-Authorization: Basic eA==\r\nTE: trailers\r\nAccept: */*\r\n\r\n"
         let request = try Self.request(text).get()
         #expect(request.method == "GET" && request.authority.description == "example.test:80" && request.path == "/a/b?c=d")
-        let head = String(decoding: request.upstreamHead(viaParent: nil).bytes, as: UTF8.self)
+        let head = String(decoding: try request.upstreamHead(viaParent: nil).get().bytes, as: UTF8.self)
         #expect(head == "GET /a/b?c=d HTTP/1.1\r\nHost: example.test\r\nAccept: */*\r\nVia: 1.1 pinproxy\r\n\r\n")
-        let viaParent = String(decoding: request.upstreamHead(viaParent: .init(address: .parse("127.0.0.1:8080")!, authorization: "Basic cDpx")).bytes, as: UTF8.self)
+        let viaParent = String(decoding: try request.upstreamHead(viaParent: .init(address: .parse("127.0.0.1:8080")!, authorization: "Basic cDpx")).get().bytes, as: UTF8.self)
         #expect(viaParent.hasPrefix("GET http://example.test/a/b?c=d HTTP/1.1\r\n") && viaParent.contains("\r\nProxy-Authorization: Basic cDpx\r\n"))
-        #expect(try Self.request("GET http://[::1]:8080 HTTP/1.0\r\n\r\n").get().upstreamHead(viaParent: nil).bytes
+        #expect(try Self.request("GET http://[::1]:8080 HTTP/1.0\r\n\r\n").get().upstreamHead(viaParent: nil).get().bytes
                 == Array("GET / HTTP/1.0\r\nHost: [::1]:8080\r\nVia: 1.0 pinproxy\r\n\r\n".utf8))
     }
 
@@ -45,9 +46,9 @@ import Testing
     /// The server is told the framing pinproxy meters, in the one spelling it reads.
     @Test func theFramingIsWrittenOneWay() throws {
         let chunked = try Self.request("POST http://a.test/ HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n").get()
-        #expect(chunked.upstreamHead(viaParent: nil).bytes == Array("POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\nVia: 1.1 pinproxy\r\n\r\n".utf8))
+        #expect(try chunked.upstreamHead(viaParent: nil).get().bytes == Array("POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\nVia: 1.1 pinproxy\r\n\r\n".utf8))
         let empty = try Self.request("POST http://a.test/ HTTP/1.1\r\nContent-Length: 00\r\n\r\n").get()
-        #expect(empty.upstreamHead(viaParent: nil).bytes == Array("POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 0\r\nVia: 1.1 pinproxy\r\n\r\n".utf8))
+        #expect(try empty.upstreamHead(viaParent: nil).get().bytes == Array("POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 0\r\nVia: 1.1 pinproxy\r\n\r\n".utf8))
     }
 
     @Test func bodyLengths() throws {
@@ -101,10 +102,72 @@ import Testing
         ("0\r\nX: 1\n\r\n", "a control byte in a trailer line"),
         ("0\r\n\n", "a control byte in a trailer line"),
         ("3\r\nabcX", "a chunk's data is not followed by CRLF"),
-        (String(repeating: "1", count: 30) + "\r\n", "a chunk size too large"),
-        ("1" + String(repeating: " ", count: 5000) + "\r\n", "a chunk-size line over 4096 bytes"),
+        (String(repeating: "1", count: 30) + "\r\n", "a chunk size over 2147483647 bytes"),
+        ("1" + String(repeating: " ", count: 5000) + ";x\r\n", "a chunk-size line over 4096 bytes"),
+        // chunk-size = 1*HEXDIG, then CRLF or a chunk extension (whitespace only before its ';'):
+        // a server that read `5 6` as 0x56, or stopped at the space, would cut the body elsewhere.
+        ("5 6\r\nhello\r\n", "a chunk size followed by something other than a chunk extension"),
+        ("5 \r\nhello\r\n", "a chunk size followed by something other than a chunk extension"),
+        ("5\t6\r\n", "a chunk size followed by something other than a chunk extension"),
+        ("+5\r\nhello\r\n", "a chunk size that is not hexadecimal"),
+        ("0x5\r\nhello\r\n", "a chunk size that is not hexadecimal"),
+        (" 5\r\nhello\r\n", "a chunk size that is not hexadecimal"),
+        ("5g\r\n", "a chunk size that is not hexadecimal"),
+        // 2^41, forwarded as it came before; and one past 2^31 - 1.
+        ("20000000000\r\n", "a chunk size over 2147483647 bytes"),
+        ("80000000\r\n", "a chunk size over 2147483647 bytes"),
+        ("00000000000000005\r\nhello\r\n", "a chunk size of more than 16 digits"),
     ])
     func aBadChunkedBodyIsMalformed(text: String, error: String) {
         #expect(Self.meter(.chunked, text, slice: 7).error == error)
+        #expect(Self.meter(.chunked, text, slice: 1).error == error)
+    }
+
+    /// What the strict reading still accepts: leading zeros (16 digits at most), the largest
+    /// size, whitespace before an extension, extensions with values.
+    @Test(arguments: ["0000000000000005\r\nhello\r\n0\r\n\r\n", "5 ;a=1\r\nhello\r\n0\r\n\r\n", "5\t; a = \"b c\"\r\nhello\r\n0 ;z\r\n\r\n",
+                      "A\r\n0123456789\r\n0\r\n\r\n"])
+    func aStrictChunkSizeLineStillReadsWhatRFC9112Allows(text: String) {
+        let r = Self.meter(.chunked, text + "next", slice: 2)
+        #expect(r.error == nil && r.done && r.used == text.utf8.count, "\(r)")
+    }
+
+    @Test func theLargestChunkSizeIsMeteredNotRefused() {
+        var meter = BodyMeter(.chunked)
+        let step = Array("7fffffff\r\n".utf8).withUnsafeBytes { meter.consume($0) }
+        #expect(step == .consumed(10) && meter.state == .chunkData(Int(Int32.max)))
+    }
+
+    /// De-chunking reads framing only: the meter stops where data begins.
+    @Test func stopAtDataSeparatesFramingFromData() {
+        var meter = BodyMeter(.chunked)
+        let bytes = Array("5;x\r\nhello\r\n0\r\n\r\n".utf8)
+        #expect(bytes.withUnsafeBytes { meter.consume($0, stopAtData: true) } == .consumed(5))
+        #expect(meter.plainBytesAhead == 5)
+        meter.consume(count: 5)
+        #expect(bytes[10...].withUnsafeBytes { meter.consume($0, stopAtData: true) } == .consumed(7) && meter.isDone)
+    }
+
+    /// status-code = 3DIGIT (RFC 9112 §4): `+200` or `0200` is no status pinproxy passes on.
+    @Test(arguments: [("HTTP/1.1 200 OK", 200), ("HTTP/1.1 404", 404), ("HTTP/1.1 +200 OK", nil), ("HTTP/1.1 0200 OK", nil),
+                      ("HTTP/1.1 20 OK", nil), ("HTTP/1.1 2OO OK", nil), ("HTTP/1.1 -200 OK", nil), ("HTTP/1.1 ٢٠٠ OK", nil)])
+    func theStatusCodeIsThreeDigits(line: String, status: Int?) {
+        let head = try? HTTPHead.parse(Array((line + "\r\n\r\n").utf8)).get()
+        #expect(head?.statusCode == status, "\(line)")
+    }
+
+    /// The 100-field limit holds for what pinproxy writes: a request with 100 fields and no
+    /// `Host` would go on with 102 (Host and Via added), so it is refused (431) instead.
+    @Test func theFieldLimitCountsWhatPinproxyAdds() throws {
+        let fields = (1...100).map { "X-F\($0): v\r\n" }.joined()
+        let full = try Self.request("GET http://a.test/ HTTP/1.1\r\n\(fields)\r\n").get()
+        guard case .failure(.tooManyFields(102)) = full.upstreamHead(viaParent: nil) else { Issue.record("accepted"); return }
+        #expect(PlainRequest.Problem.tooManyFields(102).refusal.status == 431)
+        let fits = (1...98).map { "X-F\($0): v\r\n" }.joined()
+        let ok = try Self.request("GET http://a.test/ HTTP/1.1\r\n\(fits)\r\n").get()
+        #expect(try ok.upstreamHead(viaParent: nil).get().fields.count == 100)
+        // A parent's credentials count too.
+        let parent = UpstreamProxy(address: .parse("127.0.0.1:8080")!, authorization: "Basic cDpx")
+        guard case .failure(.tooManyFields(101)) = ok.upstreamHead(viaParent: parent) else { Issue.record("accepted through a parent"); return }
     }
 }

@@ -55,7 +55,8 @@ struct HTTPHead: Equatable {
 
     /// Hop-by-hop fields (RFC 9110 §7.6.1) and those the `Connection` field names, removed; the
     /// framing field `Transfer-Encoding` is kept, because pinproxy passes a chunked body on as it
-    /// came (both hops speak HTTP/1.1).
+    /// came when both hops speak HTTP/1.1 (for an HTTP/1.0 client the forwarder de-chunks it and
+    /// drops the field).
     mutating func removeHopByHop() {
         let named = Set(tokens("Connection")).subtracting(["transfer-encoding", "content-length"])
         let hop: Set<String> = ["connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate", "te",
@@ -63,9 +64,17 @@ struct HTTPHead: Equatable {
         fields.removeAll { hop.contains($0.name.lowercased()) || named.contains($0.name.lowercased()) }
     }
 
+    /// A response's status code: exactly three digits (RFC 9112 §4), so `+200`, ` 200` or `2000`
+    /// are not read as a number another parser might read differently.
+    var statusCode: Int? {
+        let code = start.1.utf8
+        guard code.count == 3, code.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
+        return Int(start.1)
+    }
+
     /// How the body after this head is delimited (RFC 9112 §6.3), or why it cannot be.
     func bodyLength(isResponse: Bool, requestMethod: String? = nil) -> Result<BodyLength, MessageProblem> {
-        if isResponse, let status = Int(start.1) {
+        if isResponse, let status = statusCode {
             if requestMethod == "HEAD" || (100..<200).contains(status) || status == 204 || status == 304 { return .success(.none) }
         }
         let codings = tokens("Transfer-Encoding")
@@ -108,11 +117,19 @@ enum BodyLength: Equatable {
 /// Follows a body as its bytes pass, without keeping them: how many of the bytes offered belong to
 /// this message, and whether it has ended. For a chunked body it reads the chunk-size lines and the
 /// trailer section (each bounded) so that it knows where the message stops on a kept-alive connection.
+///
+/// Chunk-size lines are read strictly (RFC 9112 §7.1): `1*HEXDIG` (at most `maxChunkSizeDigits`
+/// digits, a value of at most `maxChunkSize`), then either CR LF or a chunk extension, which starts
+/// with `;` (whitespace only before it). Anything else — `5 6`, `5 `, `+5`, a size past 2^31 — is
+/// malformed: a server that reads such a line another way would see another message boundary.
 struct BodyMeter: Equatable {
     enum State: Equatable {
         case remaining(Int)
-        /// Reading a chunk-size line (the bytes so far).
-        case chunkSize(line: Int, value: Int?, extension: Bool)
+        /// Reading a chunk size: how many hex digits so far, and their value.
+        case chunkSize(digits: Int, value: Int)
+        /// After the size, before the CR: whitespace (only while `extension` is false, and only
+        /// before a `;`), then the extensions, passed on unread. `line`: the line's length so far.
+        case chunkExtension(size: Int, line: Int, extension: Bool)
         /// The CR ending a chunk-size line came; its LF is due.
         case chunkSizeLF(Int)
         case chunkData(Int)
@@ -129,21 +146,38 @@ struct BodyMeter: Equatable {
     private(set) var state: State
     static let maxLine = 4096
     static let maxTrailerLines = 64
+    /// Leading zeros included: a bound on the digits a server must read.
+    static let maxChunkSizeDigits = 16
+    /// 2^31 - 1: no server that keeps a chunk size in 32 bits reads a larger one the same way.
+    static let maxChunkSize = Int(Int32.max)
 
     init(_ length: BodyLength) {
         switch length {
         case .none: state = .done
         case .length(let n): state = .remaining(n)
-        case .chunked: state = .chunkSize(line: 0, value: nil, extension: false)
+        case .chunked: state = .chunkSize(digits: 0, value: 0)
         case .untilClose: state = .untilClose
         }
     }
 
     var isDone: Bool { state == .done }
 
-    /// Counts bytes of a body whose length is known, without looking at them.
+    /// Body bytes that follow now and can be passed on without being looked at: the rest of a
+    /// known length, or of the current chunk's data (nil while framing is read, or until close).
+    var plainBytesAhead: Int? {
+        switch state {
+        case .remaining(let n), .chunkData(let n): return n
+        default: return nil
+        }
+    }
+
+    /// Counts bytes of the body (at most `plainBytesAhead`), without looking at them.
     mutating func consume(count n: Int) {
-        if case .remaining(let r) = state { state = r - n <= 0 ? .done : .remaining(r - n) }
+        switch state {
+        case .remaining(let r): state = r - n <= 0 ? .done : .remaining(r - n)
+        case .chunkData(let r): state = r - n <= 0 ? .chunkEnd(2) : .chunkData(r - n)
+        default: break
+        }
     }
 
     enum Step: Equatable {
@@ -152,7 +186,9 @@ struct BodyMeter: Equatable {
         case malformed(String)
     }
 
-    mutating func consume(_ bytes: UnsafeRawBufferPointer) -> Step {
+    /// Reads the bytes as the body's next ones. With `stopAtData`, it stops where chunk data (or
+    /// the rest of a known length) begins, so a caller can tell framing from data.
+    mutating func consume(_ bytes: UnsafeRawBufferPointer, stopAtData: Bool = false) -> Step {
         var i = 0
         while i < bytes.count {
             switch state {
@@ -161,10 +197,12 @@ struct BodyMeter: Equatable {
             case .untilClose:
                 return .consumed(bytes.count)
             case .remaining(let n):
+                if stopAtData { return .consumed(i) }
                 let take = min(n, bytes.count - i)
                 i += take
                 state = n - take == 0 ? .done : .remaining(n - take)
             case .chunkData(let n):
+                if stopAtData { return .consumed(i) }
                 let take = min(n, bytes.count - i)
                 i += take
                 state = n - take == 0 ? .chunkEnd(2) : .chunkData(n - take)
@@ -174,30 +212,49 @@ struct BodyMeter: Equatable {
                 // Strictly CR LF: a server that took a bare LF (or a bare CR) for the end would see
                 // another message boundary than pinproxy's (request smuggling).
                 if due == 2 && b == 0x0d { state = .chunkEnd(1) }
-                else if due == 1 && b == 0x0a { state = .chunkSize(line: 0, value: nil, extension: false) }
+                else if due == 1 && b == 0x0a { state = .chunkSize(digits: 0, value: 0) }
                 else { return .malformed("a chunk's data is not followed by CRLF") }
-            case .chunkSize(let line, let value, let ext):
+            case .chunkSize(let digits, let value):
+                let b = bytes[i]
+                i += 1
+                if let digit = hexValue(b) {
+                    guard digits < Self.maxChunkSizeDigits else { return .malformed("a chunk size of more than \(Self.maxChunkSizeDigits) digits") }
+                    let next = value * 16 + digit
+                    guard next <= Self.maxChunkSize else { return .malformed("a chunk size over \(Self.maxChunkSize) bytes") }
+                    state = .chunkSize(digits: digits + 1, value: next)
+                    continue
+                }
+                guard digits > 0 else {
+                    return .malformed(b == 0x0d ? "an empty chunk-size line" : b == 0x0a ? "a chunk-size line not ended by CRLF" : "a chunk size that is not hexadecimal")
+                }
+                switch b {
+                case 0x0d: state = .chunkSizeLF(value)
+                case 0x3b: state = .chunkExtension(size: value, line: digits + 1, extension: true)
+                case 0x20, 0x09: state = .chunkExtension(size: value, line: digits + 1, extension: false)
+                case 0x0a: return .malformed("a chunk-size line not ended by CRLF")
+                default: return .malformed("a chunk size that is not hexadecimal")
+                }
+            case .chunkExtension(let size, let line, let started):
                 let b = bytes[i]
                 i += 1
                 if b == 0x0d {
-                    guard let size = value else { return .malformed("an empty chunk-size line") }
+                    // Whitespace after the size is allowed only before a `;` (RFC 9112's BWS).
+                    guard started else { return .malformed("a chunk size followed by something other than a chunk extension") }
                     state = .chunkSizeLF(size)
                     continue
                 }
-                if b == 0x0a { return .malformed("a chunk-size line not ended by CRLF") }
                 guard line < Self.maxLine else { return .malformed("a chunk-size line over \(Self.maxLine) bytes") }
-                if ext || b == 0x3b || b == 0x20 || b == 0x09 {
-                    // Extensions are passed on unread; the size ends at the first of them. Only
-                    // visible ASCII, space and tab: no control byte another parser could split on.
-                    guard value != nil else { return .malformed("a chunk-size line without a size") }
-                    guard b == 0x09 || (0x20...0x7e).contains(b) else { return .malformed("a control byte in a chunk extension") }
-                    state = .chunkSize(line: line + 1, value: value, extension: true)
+                if !started {
+                    guard b == 0x20 || b == 0x09 || b == 0x3b else { return .malformed("a chunk size followed by something other than a chunk extension") }
+                    state = .chunkExtension(size: size, line: line + 1, extension: b == 0x3b)
                     continue
                 }
-                guard let digit = hexValue(b) else { return .malformed("a chunk size that is not hexadecimal") }
-                let next = (value ?? 0) * 16 + digit
-                guard next <= Int(Int32.max) * 1024 else { return .malformed("a chunk size too large") }
-                state = .chunkSize(line: line + 1, value: next, extension: false)
+                // Extensions are passed on unread: only visible ASCII, space and tab, no control
+                // byte another parser could split on.
+                guard b == 0x09 || (0x20...0x7e).contains(b) else {
+                    return .malformed(b == 0x0a ? "a chunk-size line not ended by CRLF" : "a control byte in a chunk extension")
+                }
+                state = .chunkExtension(size: size, line: line + 1, extension: true)
             case .chunkSizeLF(let size):
                 let b = bytes[i]
                 i += 1
@@ -262,6 +319,8 @@ struct PlainRequest {
         /// `GET https://…`: HTTPS goes through CONNECT (400).
         case notHTTP(String)
         case malformed(String)
+        /// The head pinproxy would write has more than `ConnectRequest.maxHeaders` fields (431).
+        case tooManyFields(Int)
 
         var refusal: Refusal {
             switch self {
@@ -273,6 +332,8 @@ struct PlainRequest {
                 return .badRequest("'\(target)' is not an http:// URL; HTTPS goes through CONNECT (set https_proxy)")
             case .malformed(let why):
                 return .badRequest(why)
+            case .tooManyFields(let count):
+                return .tooLarge("the request would go on with \(count) header fields, over \(ConnectRequest.maxHeaders): pinproxy adds Host, Via and the framing field to those it forwards")
             }
         }
     }
@@ -336,8 +397,12 @@ struct PlainRequest {
     }
 
     /// The head sent upstream: origin-form (absolute-form to a parent proxy), hop-by-hop fields
-    /// removed, `Host` set to the URL's authority (RFC 9112 §3.2.2), `Via` added.
-    func upstreamHead(viaParent parent: UpstreamProxy?) -> HTTPHead {
+    /// removed, `Host` set to the URL's authority (RFC 9112 §3.2.2), `Via` added. The limit on
+    /// fields holds for what pinproxy writes too, what it adds included (`Host`, the framing field,
+    /// `Via`, the parent's `Proxy-Authorization`): servers cap the count as well (Apache and
+    /// Python's http.server at 100), and one that stopped reading at its cap could read the rest
+    /// as another request.
+    func upstreamHead(viaParent parent: UpstreamProxy?) -> Result<HTTPHead, Problem> {
         let hostText: String
         switch authority.target {
         case .ip(let ip) where authority.port == 80: hostText = ip.authorityText
@@ -362,9 +427,11 @@ struct PlainRequest {
         }
         out.fields.append(("Via", "\(head.start.2 == "HTTP/1.0" ? "1.0" : "1.1") pinproxy"))
         if let parent, let authorization = parent.authorization { out.fields.append(("Proxy-Authorization", authorization)) }
+        guard out.fields.count <= ConnectRequest.maxHeaders else { return .failure(.tooManyFields(out.fields.count)) }
         let target = parent == nil ? path : "http://\(hostText)\(path)"
-        // An HTTP/1.0 client's request goes on as HTTP/1.0, so the server never answers it chunked.
-        return HTTPHead(start: (method, target, head.start.2), fields: out.fields)
+        // An HTTP/1.0 client's request goes on as HTTP/1.0, so the server should not answer it
+        // chunked (one that does is de-chunked for the client, `PlainForwarder`).
+        return .success(HTTPHead(start: (method, target, head.start.2), fields: out.fields))
     }
 }
 

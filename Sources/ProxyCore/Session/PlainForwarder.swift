@@ -20,8 +20,15 @@ final class PlainForwarder {
         case refused(Refusal)
     }
 
-    /// Bytes queued toward one side before reading from the other stops.
+    /// Bytes queued toward one side before reading from the other stops (never more: a move
+    /// takes only what fits below it).
     static let highWater = 256 * 1024
+    /// Bytes read from a server ahead of the client: with `highWater`, what one direction of an
+    /// exchange holds (the request side's read-ahead is the client's, `max_request_bytes` + 1 KiB,
+    /// at least 64 KiB).
+    static let serverReadAhead = 64 * 1024
+    /// How often a request in flight asks the client's socket whether the client is still there.
+    static let hangUpCheckInterval = 0.5
     /// The largest response head pinproxy reads from a server.
     static let maxResponseHead = 64 * 1024
 
@@ -64,6 +71,9 @@ final class PlainForwarder {
         var serverReusable = true
         /// Sent on a connection kept from an earlier exchange (which the server may have closed meanwhile).
         let reused: Bool
+        /// A chunked response to an HTTP/1.0 client: passed on without its chunk framing, the end
+        /// of the body marked by closing the connection (RFC 9112 §6.1).
+        var dechunk = false
     }
 
     private enum Stage {
@@ -81,7 +91,11 @@ final class PlainForwarder {
     private let clientAddress: SocketAddress
     private let client: BufferEvent
     private let onEnd: (End) -> Void
-    private var stage = Stage.awaitingHead
+    private var stage = Stage.awaitingHead { didSet { watchClient() } }
+    /// While a request is in flight the forwarder does not read the client (what it sends next
+    /// waits its turn), so a client that leaves would go unnoticed until the server answers or
+    /// `idle_timeout`: this repeating check asks its socket instead (`clientHasLeft`).
+    private var hangUpCheck: Timer?
     private var server: Server?
     /// `header_timeout` for the next request on a kept-alive connection: a client that trickles a
     /// head byte by byte is closed as the first request's would be.
@@ -159,6 +173,7 @@ final class PlainForwarder {
         if let refusal = AdmissionGate.admit(request.authority, client: clientAddress.ip, policy: policy, kind: .plain).refusal {
             return refuse(refusal, request)
         }
+        if case .failure(let problem) = request.upstreamHead(viaParent: policy.proxy.upstreamProxy) { return refuse(problem.refusal, request) }
         if let server, server.fits(request.authority, under: policy) {
             return begin(request, on: server, reused: true)
         }
@@ -231,12 +246,16 @@ final class PlainForwarder {
 
     private func begin(_ request: PlainRequest, on server: Server, reused: Bool) {
         let settings = worker.snapshot.policy.proxy
-        let head = request.upstreamHead(viaParent: settings.upstreamProxy).bytes
+        let head: [UInt8]
+        switch request.upstreamHead(viaParent: settings.upstreamProxy) {
+        case .success(let upstream): head = upstream.bytes
+        case .failure(let problem): return refuse(problem.refusal, request)  // a reload set a parent with credentials meanwhile
+        }
         evbuffer_add(server.side.output, head, head.count)
         let idle = settings.idleTimeout
         var timeout = timeval(tv_sec: Int(idle), tv_usec: Int((idle - idle.rounded(.down)) * 1_000_000))
         bufferevent_set_timeouts(server.side.ref, &timeout, &timeout)
-        server.side.setWatermark(EV_READ, low: 0, high: Self.highWater)
+        server.side.setWatermark(EV_READ, low: 0, high: Self.serverReadAhead)
         server.side.setWatermark(EV_WRITE, low: Self.highWater / 4, high: 0)
         Self.widen(server.side)
         server.side.route(to: self, read: plainServerReadCB, write: plainServerWriteCB, event: plainServerEventCB)
@@ -273,14 +292,15 @@ final class PlainForwarder {
             let window = min(available, Self.maxResponseHead + 4)
             guard available > 0, let bytes = evbuffer_pullup(input, window) else { break }
             guard let length = ConnectRequest.headLength(in: UnsafeRawBufferPointer(start: bytes, count: window)) else {
-                if available > Self.maxResponseHead { return abort(exchange, outcome: "bad_response", refusal: .network(.badUpstreamResponse, "the response head is over \(Self.maxResponseHead) bytes")) }
+                // `>=`: the server is read at most `serverReadAhead` (64 KiB) ahead, so a longer head never arrives whole.
+                if available >= Self.maxResponseHead { return abort(exchange, outcome: "bad_response", refusal: .network(.badUpstreamResponse, "the response head is over \(Self.maxResponseHead) bytes")) }
                 stage = .exchanging(exchange)
                 return
             }
             let raw = Array(UnsafeBufferPointer(start: bytes, count: length))
             evbuffer_drain(input, length)
             guard case .success(var head) = HTTPHead.parse(raw), head.start.0 == "HTTP/1.1" || head.start.0 == "HTTP/1.0",
-                  let status = Int(head.start.1), (100...599).contains(status), status != 101 else {
+                  let status = head.statusCode, (100...599).contains(status), status != 101 else {
                 return abort(exchange, outcome: "bad_response", refusal: .network(.badUpstreamResponse, "the server's answer is not an HTTP/1.x response pinproxy forwards"))
             }
             let body: BodyLength
@@ -291,6 +311,7 @@ final class PlainForwarder {
             let serverCloses = head.tokens("Connection").contains("close") || head.start.0 == "HTTP/1.0" && !head.tokens("Connection").contains("keep-alive")
             head.removeHopByHop()
             head.fields.append(("Via", "\(head.start.0 == "HTTP/1.0" ? "1.0" : "1.1") pinproxy"))
+            let tooManyFields: Refusal = .network(.badUpstreamResponse, "the response head would go on with more than \(ConnectRequest.maxHeaders) fields, Via and Connection included")
             if (100..<200).contains(status) {
                 // 100 Continue and friends: passed on (not to an HTTP/1.0 client, RFC 9110 §15.2);
                 // the final response follows. Bounded in number, and read no faster than the client takes them.
@@ -299,7 +320,7 @@ final class PlainForwarder {
                     return abort(exchange, outcome: "bad_response", refusal: .network(.badUpstreamResponse, "the server sent more than \(Self.maxInterimResponses) interim (1xx) responses"))
                 }
                 if exchange.request.head.start.2 == "HTTP/1.1" {
-                    let bytes = HTTPHead(start: (exchange.request.head.start.2, head.start.1, head.start.2), fields: head.fields).bytes
+                    guard let bytes = clientHead(head, exchange) else { return abort(exchange, outcome: "bad_response", refusal: tooManyFields) }
                     evbuffer_add(client.output, bytes, bytes.count)
                 }
                 if evbuffer_get_length(client.output) >= Self.highWater {
@@ -309,17 +330,28 @@ final class PlainForwarder {
                 }
                 continue
             }
+            let clientSpeaks10 = exchange.request.head.start.2 == "HTTP/1.0"
+            if clientSpeaks10 && !head.tokens("Transfer-Encoding").isEmpty {
+                // HTTP/1.0 has no transfer codings: chunked is undone here, any other cannot be.
+                switch body {
+                case .none: break  // HEAD, 204, 304: only the field goes
+                case .chunked where head.tokens("Transfer-Encoding") == ["chunked"]: exchange.dechunk = true
+                default:
+                    return abort(exchange, outcome: "bad_response", refusal: .network(.badUpstreamResponse, "the response has a transfer coding other than chunked, which an HTTP/1.0 client cannot read"))
+                }
+                head.fields.removeAll { $0.name.caseInsensitiveCompare("Transfer-Encoding") == .orderedSame }
+            }
             // A shutdown under way: this is the connection's last exchange.
-            if body == .untilClose || worker.stopping { exchange.closeClient = true }
+            if body == .untilClose || exchange.dechunk || worker.stopping { exchange.closeClient = true }
             if serverCloses || body == .untilClose { exchange.serverReusable = false }
             head.fields.append(("Connection", exchange.closeClient ? "close" : "keep-alive"))
-            let out = HTTPHead(start: (exchange.request.head.start.2, head.start.1, head.start.2), fields: head.fields).bytes
+            guard let out = clientHead(head, exchange) else { return abort(exchange, outcome: "bad_response", refusal: tooManyFields) }
             evbuffer_add(client.output, out, out.count)
             exchange.status = status
             exchange.responseBody = BodyMeter(body)
         }
         guard exchange.responseBody != nil else { stage = .exchanging(exchange); return }
-        switch move(from: server.side, to: client, meter: &exchange.responseBody!, count: &exchange.bytesDown) {
+        switch move(from: server.side, to: client, meter: &exchange.responseBody!, dechunk: exchange.dechunk, count: &exchange.bytesDown) {
         case .moved: break
         case .blocked: server.side.disable(EV_READ)
         case .malformed(let why):
@@ -329,32 +361,74 @@ final class PlainForwarder {
         if exchange.responseBody!.isDone { finishExchange(exchange) }
     }
 
+    /// Copies the first `count` bytes of `input` onto the end of `output`, then drains them. A copy,
+    /// not `evbuffer_remove_buffer`'s move of whole chains: libevent 2.1 reads 4 KiB at a time,
+    /// each read in its own 8 KiB allocation (as the relay found), and moved as they were, those
+    /// half-empty chains queued toward a side that does not read held about twice `highWater` (511–523 KiB per stalled exchange, issue 16).
+    /// Copied, the output's chains are packed full.
+    private static func copy(from input: OpaquePointer, to output: OpaquePointer, count: Int) {
+        withUnsafeTemporaryAllocation(of: iovec.self, capacity: 8) { vecs in  // evbuffer_iovec is a #define for iovec
+            var left = count
+            while left > 0 {
+                let segments = min(Int(evbuffer_peek(input, left, nil, vecs.baseAddress, 8)), 8)
+                var copied = 0
+                for vec in vecs.prefix(segments) where copied < left {
+                    let take = min(vec.iov_len, left - copied)
+                    evbuffer_add(output, vec.iov_base, take)
+                    copied += take
+                }
+                guard copied > 0 else { return }
+                evbuffer_drain(input, copied)
+                left -= copied
+            }
+        }
+    }
+
+    /// A response head as the client gets it (in the client's HTTP version), or nil when it would
+    /// have more fields than pinproxy reads: the limit holds for what pinproxy writes, as for requests.
+    private func clientHead(_ head: HTTPHead, _ exchange: Exchange) -> [UInt8]? {
+        guard head.fields.count <= ConnectRequest.maxHeaders else { return nil }
+        return HTTPHead(start: (exchange.request.head.start.2, head.start.1, head.start.2), fields: head.fields).bytes
+    }
+
     private enum Moved { case moved, blocked, malformed(String) }
 
-    /// Moves what belongs to the body from one side's input to the other's output, in slices,
-    /// until the input is empty, the body ends, or the output holds `highWater` bytes.
-    private func move(from source: BufferEvent, to sink: BufferEvent, meter: inout BodyMeter, count: inout Int) -> Moved {
+    /// Moves what belongs to the body from one side's input to the other's output until the input
+    /// is empty, the body ends, or the output holds `highWater` bytes (a move never goes past it).
+    /// Data is copied without being looked at (`copy`); framing (chunk-size lines, trailers) is
+    /// read through the meter a little at a time and passed on — or dropped, `dechunk`.
+    private func move(from source: BufferEvent, to sink: BufferEvent, meter: inout BodyMeter, dechunk: Bool = false, count: inout Int) -> Moved {
         let input = source.input
-        var rounds = 0
-        while !meter.isDone && rounds < 1024 {
-            rounds += 1
-            guard evbuffer_get_length(sink.output) < Self.highWater else { return .blocked }
+        // Each round takes at least one byte or returns: bounded by what the input holds.
+        var rounds = evbuffer_get_length(input) + 1
+        while !meter.isDone && rounds > 0 {
+            rounds -= 1
+            let room = Self.highWater - evbuffer_get_length(sink.output)
+            guard room > 0 else { return .blocked }
             let available = evbuffer_get_length(input)
             guard available > 0 else { return .moved }
-            let slice = min(available, 64 * 1024)
-            let taken: Int
-            switch meter.state {
-            case .remaining(let n): taken = min(n, slice); _ = meter.consume(count: taken)
-            case .untilClose: taken = slice
-            default:
-                guard let bytes = evbuffer_pullup(input, slice) else { return .moved }
-                switch meter.consume(UnsafeRawBufferPointer(start: bytes, count: slice)) {
-                case .consumed(let n): taken = n
-                case .malformed(let why): return .malformed(why)
+            let slice = min(available, room)
+            if let data = meter.plainBytesAhead {
+                let taken = min(data, slice)
+                meter.consume(count: taken)
+                Self.copy(from: input, to: sink.output, count: taken)
+                count += taken
+            } else if meter.state == .untilClose {
+                Self.copy(from: input, to: sink.output, count: slice)
+                count += slice
+            } else {
+                let window = min(slice, 4096)
+                guard let bytes = evbuffer_pullup(input, window) else { return .moved }
+                switch meter.consume(UnsafeRawBufferPointer(start: bytes, count: window), stopAtData: true) {
+                case .consumed(let n) where dechunk:
+                    evbuffer_drain(input, n)
+                case .consumed(let n):
+                    Self.copy(from: input, to: sink.output, count: n)
+                    count += n
+                case .malformed(let why):
+                    return .malformed(why)
                 }
             }
-            evbuffer_remove_buffer(input, sink.output, taken)
-            count += taken
         }
         return .moved
     }
@@ -478,17 +552,30 @@ final class PlainForwarder {
     }
 
     fileprivate func onClientEvent(_ what: Int16) {
-        switch stage {
-        case .exchanging(let exchange):
-            let outcome = what & Int16(BEV_EVENT_TIMEOUT) != 0 ? "idle_timeout" : what & Int16(BEV_EVENT_EOF) != 0 ? "client_closed" : "client_error"
-            log(exchange, outcome: outcome)
-        default:
-            break
-        }
+        clientLeft(what & Int16(BEV_EVENT_TIMEOUT) != 0 ? "idle_timeout" : what & Int16(BEV_EVENT_EOF) != 0 ? "client_closed" : "client_error")
+    }
+
+    /// The client is gone (or timed out): whatever is in flight ends, and everything is let go.
+    private func clientLeft(_ outcome: String) {
+        if case .exchanging(let exchange) = stage { log(exchange, outcome: outcome) }
         cancelPending()  // a lookup or connect under way must not call back into a forwarder that is gone
         server = nil
         stage = .over
         onEnd(.finished)
+    }
+
+    /// Starts the hang-up check when a request is in flight, and stops it when none is.
+    private func watchClient() {
+        switch stage {
+        case .resolving, .connecting, .exchanging:
+            guard hangUpCheck == nil else { return }
+            hangUpCheck = Timer(loop: worker.loop, after: Self.hangUpCheckInterval, repeating: true) { [weak self] in
+                guard let self, let outcome = clientHasLeft(fd: client.fd) else { return }
+                withExtendedLifetime(self) { clientLeft(outcome) }
+            }
+        case .awaitingHead, .closing, .over:
+            hangUpCheck = nil
+        }
     }
 
     fileprivate func onServerReadable() { pumpResponse() }
@@ -551,6 +638,23 @@ final class PlainForwarder {
         PlainLog.rejected(refusal, conn: conn, client: clientAddress, request: request)
     }
 }
+
+/// Whether a client that has a request in flight has left, asked of its socket without reading
+/// it (what it sent may be a pipelined request waiting its turn): a reset (`client_error`), or the
+/// end of what it sends (`client_closed`). A half-close counts as leaving, as for Squid
+/// (`half_closed_clients off`) and nginx: a client that shuts down its sending side after a
+/// request cannot be told from one that closed and went away, and waiting for the server to
+/// answer either kept two descriptors per abandoned request for up to `idle_timeout`.
+func clientHasLeft(fd: Int32) -> String? {
+    var probe = pollfd(fd: fd, events: Int16(pollRDHUP), revents: 0)
+    guard poll(&probe, 1, 0) == 1 else { return nil }
+    if probe.revents & Int16(POLLERR | POLLHUP | POLLNVAL) != 0 { return "client_error" }
+    if probe.revents & Int16(pollRDHUP) != 0 { return "client_closed" }
+    return nil
+}
+
+/// POLLRDHUP (Linux, <poll.h> with _GNU_SOURCE, which Swift's Glibc module does not define).
+private let pollRDHUP: Int32 = 0x2000
 
 /// The log lines of plain-HTTP forwarding.
 enum PlainLog {

@@ -123,7 +123,9 @@ final class Session {
     }
 
     fileprivate func onFlushed() {
-        guard case .lingering = machine.state, let clientSide else { return }
+        // Only once the refusal is out: a write callback still pending from the stage before (a
+        // plain-HTTP request refused in the middle of its body) would half-close ahead of it.
+        guard case .lingering = machine.state, let clientSide, evbuffer_get_length(clientSide.output) == 0 else { return }
         clientSide.shutdownWrite()
     }
 

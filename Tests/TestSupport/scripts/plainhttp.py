@@ -10,9 +10,26 @@ closes, so it never outlives the test that started it.
   GET  /reset          promises 1,000,000 bytes, sends 100,000, then resets the connection (RST)
   GET  /count          how many requests it has answered so far
   GET  /then-close     'hello plain' without 'Connection: close', then closes the connection anyway
+  GET  /silent         reads the head and never answers (until pinproxy closes the connection)
+  GET  /delay/MS       'hello plain' after MS milliseconds
+  GET  /raw/NAME       one of RAW's answers, byte for byte (framing pinproxy must undo or refuse)
   POST|PUT /upload     reads the body (Content-Length or chunked) and answers 'received N sha256 H'
+  POST /sink           never reads the body (a small receive buffer), until pinproxy closes
 """
-import hashlib, http.server, socket, socketserver, struct, sys, threading
+import hashlib, http.server, select, socket, socketserver, struct, sys, threading, time
+
+RAW = {
+    # A chunked answer with an extension and a trailer, for an HTTP/1.0 client to get de-chunked.
+    "chunked": b"HTTP/1.1 200 OK\r\nX-Test: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n",
+    "plus-status": b"HTTP/1.1 +200 OK\r\nContent-Length: 2\r\n\r\nok",
+    "bad-chunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5 6\r\nhello\r\n0\r\n\r\n",
+    "huge-chunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n20000000000\r\nhello",
+    # 100 fields: pinproxy reads them, but with its Via and Connection the client would get 102.
+    "many-fields": b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-F%d: v\r\n" % i for i in range(99)) + b"Content-Length: 0\r\n\r\n",
+    # A head one byte over pinproxy's 64 KiB limit for response heads.
+    "long-head": b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * 65536 + b"\r\nContent-Length: 0\r\n\r\n",
+}
 
 answered = 0
 lock = threading.Lock()
@@ -38,6 +55,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with lock:
             answered += 1
 
+    def wait_for_close(self, seconds=120):
+        """Until the peer closes (or resets) the connection, without reading what it sent."""
+        poller = select.poll()
+        poller.register(self.connection, select.POLLRDHUP | select.POLLHUP | select.POLLERR)
+        deadline = time.time() + seconds
+        while time.time() < deadline and not poller.poll(200):
+            pass
+        self.close_connection = True
+
     def do_HEAD(self):
         self.do_GET()
 
@@ -49,6 +75,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.send_text(self.requestline + "\n" + str(self.headers))
         if self.path == "/then-close":
             self.send_text("hello plain\n")
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        if self.path == "/silent":
+            return self.wait_for_close()
+        if self.path.startswith("/delay/"):
+            time.sleep(int(self.path[len("/delay/"):]) / 1000)
+            return self.send_text("hello plain\n")
+        if self.path.startswith("/raw/"):
+            answer = RAW[self.path[len("/raw/"):]]
+            if self.command == "HEAD" and b"chunked" in answer:
+                answer = answer[: answer.index(b"\r\n\r\n") + 4]  # a HEAD answer is its head
+            self.wfile.write(answer)
             self.wfile.flush()
             self.close_connection = True
             return
@@ -88,6 +127,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         self.count()
+        if self.path == "/sink":
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            return self.wait_for_close()
         digest = hashlib.sha256()
         received = 0
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -121,6 +163,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # Hundreds of connections at once in the abuse tests: a backlog of 5 would drop their SYNs.
+    request_queue_size = 1024
+
+    def handle_error(self, request, client_address):
+        # pinproxy closing a connection mid-answer (a client that left) is expected, not an error.
+        if not isinstance(sys.exc_info()[1], (ConnectionError, BrokenPipeError)):
+            super().handle_error(request, client_address)
 
 
 srv = Server(("127.0.0.1", 0), Handler)
