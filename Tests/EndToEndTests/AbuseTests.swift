@@ -56,4 +56,30 @@ import TestSupport
         while proxy.openFileDescriptors > before && Date() < deadline { usleep(100_000) }
         #expect(proxy.openFileDescriptors <= before)
     }
+
+    /// Kept plain-HTTP connections waiting for their next request are silent too: 700 of them,
+    /// each answered once and then idle (two descriptors each, the client's and the kept server
+    /// connection), past a limit of 1,024 descriptors. The idlest are closed as new ones come, the
+    /// proxy stays within its descriptors, and a pinned CONNECT is served meanwhile.
+    @Test func keptConnectionsThatGoQuietAreBoundedToo() throws {
+        let server = try Upstream("leaf-ec256", name: "good")
+        let plain = try PlainHTTPTests.server()
+        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.leafEC)),
+                                                    proxy: "allowed_plain_ports: [\(plain.port)]\nstats_interval: 500ms"))
+        try proxy.limitDescriptors(soft: 1024, hard: nil)
+        let keeper = try BackgroundRun("/usr/bin/env", ["python3", "\(Paths.scripts)/flood.py", "keepalive", String(proxy.port), String(plain.port), "700", "4"])
+        var mostDescriptors = 0
+        let until = Date().addingTimeInterval(6)  // the keeper opens its 700 and holds them meanwhile
+        while Date() < until {
+            mostDescriptors = max(mostDescriptors, proxy.openFileDescriptors)
+            usleep(100_000)
+        }
+        let result = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port, extra: ["--max-time", "10"])
+        #expect(result.connectStatus == 200 && result.body == "hello from good\n", "\(result.stderr)")
+        let kept = keeper.output(timeout: 90)
+        #expect(kept.hasPrefix("KEPT 700"), "\(kept)")  // every one was answered before it went quiet
+        #expect(mostDescriptors < 1000, "the proxy held \(mostDescriptors) of its 1,024 descriptors")
+        #expect(proxy.events("accept_failed").isEmpty)
+        #expect(proxy.waitFor("silent_connections_reaped") != nil)
+    }
 }

@@ -157,6 +157,17 @@ final class Worker: @unchecked Sendable {
         guard let session = Session(worker: self, id: id, fd: fd, client: client) else { return }
         sessions[id] = session
         tally.withLock { $0.sessions = sessions.count }
+        admitSilent(id, client: client)
+    }
+
+    /// A kept plain-HTTP connection waits for its next request: silent again (see `noteSilence`).
+    func silentAgain(_ id: Int, client: SocketAddress) {
+        guard sessions[id] != nil else { return }
+        admitSilent(id, client: client)
+    }
+
+    /// Puts a connection in the book of silent ones, closing the idlest if there are too many.
+    private func admitSilent(_ id: Int, client: SocketAddress) {
         silent.setLimit(Self.silentLimit(workers: shared.workerCount))
         let victims = silent.arrived(id, from: client.ip) { [sessions] candidate in sessions[candidate]?.silentActivity ?? .idle }
         guard !victims.isEmpty else { return }
@@ -184,8 +195,9 @@ final class Worker: @unchecked Sendable {
         return max(8, descriptors / 4 / max(1, workers))
     }
 
-    /// The session sent its first request head: it no longer counts as silent.
-    func spoke(_ session: Session) { silent.left(session.id) }
+    /// The session sent its (first, or next) request head: it no longer counts as silent.
+    func spoke(_ session: Session) { spoke(session.id) }
+    func spoke(_ id: Int) { silent.left(id) }
 
     /// A reload: the new snapshot for the CONNECTs to come, and every open tunnel judged again
     /// under it. Returns how many were checked and how many it closed.

@@ -91,7 +91,25 @@ final class PlainForwarder {
     private let clientAddress: SocketAddress
     private let client: BufferEvent
     private let onEnd: (End) -> Void
-    private var stage = Stage.awaitingHead { didSet { watchClient() } }
+    private var stage = Stage.awaitingHead {
+        didSet {
+            watchClient()
+            noteSilence(was: oldValue)
+        }
+    }
+
+    /// A kept connection waiting for its next request is as silent as a new one that has not
+    /// spoken: it goes back into the worker's book of silent connections (which may close it in a
+    /// flood, the idlest first) until its next head arrives.
+    private func noteSilence(was old: Stage) {
+        var waitedBefore = false
+        if case .awaitingHead = old { waitedBefore = true }
+        if isBetweenRequests && !waitedBefore {
+            worker.silentAgain(conn, client: clientAddress)
+        } else if !isBetweenRequests && waitedBefore {
+            worker.spoke(conn)
+        }
+    }
     /// While a request is in flight the forwarder does not read the client (what it sends next
     /// waits its turn), so a client that leaves would go unnoticed until the server answers or
     /// `idle_timeout`: this repeating check asks its socket instead (`clientHasLeft`).

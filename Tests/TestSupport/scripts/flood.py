@@ -3,6 +3,11 @@
 
     flood.py silent PORT SECONDS HOLD RATE [FIRST]
 
+    flood.py keepalive PORT TARGET_PORT COUNT SECONDS
+
+Plain HTTP through the proxy at PORT: COUNT connections, each a `GET http://127.0.0.1:TARGET_PORT/hello`
+answered in full and then kept open and idle for SECONDS. Prints `KEPT <n>`.
+
 Opens connections to 127.0.0.1:PORT for SECONDS, RATE a second (0: as fast as it can), never reading and never sending
 a byte — or only FIRST (hex, e.g. 16 for a TLS record's first byte) — holding at most HOLD at once
 (past that the oldest is closed, so the pressure goes on). Prints `OPENED <n> FAILED <n>` at the
@@ -40,6 +45,31 @@ def silent(port, seconds, hold, rate, first=b""):
         s.close()
     print("OPENED %d FAILED %d" % (opened, failed), flush=True)
 
+def keepalive(port, target, count, seconds):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, count + 64)), hard))
+    kept = []
+    request = b"GET http://127.0.0.1:%d/hello HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % (target, target)
+    deadline = time.monotonic() + seconds + 60
+    for _ in range(count):
+        if time.monotonic() > deadline: break
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(request)
+            data = b""
+            while b"hello plain" not in data:
+                chunk = s.recv(4096)
+                if not chunk: raise OSError("closed")
+                data += chunk
+            kept.append(s)
+        except OSError:
+            pass
+    print("KEPT %d" % len(kept), flush=True)
+    time.sleep(seconds)
+    for s in kept: s.close()
+
 if __name__ == "__main__":
-    if sys.argv[1] == "silent":
+    if sys.argv[1] == "keepalive":
+        keepalive(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
+    elif sys.argv[1] == "silent":
         silent(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), bytes.fromhex(sys.argv[6]) if len(sys.argv) > 6 else b"")
