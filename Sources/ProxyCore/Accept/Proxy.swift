@@ -27,49 +27,6 @@ public final class Proxy: @unchecked Sendable {
         }
     }
 
-    /// What `stats` and `STATUS=` report; counted here, from the decisions and ends, never inside
-    /// logging.
-    struct Counters {
-        var accepted = 0, rejected = 0, refused = 0, allowed = 0, bypassed = 0, unpinned = 0, closed = 0
-        var bytesUp = 0, bytesDown = 0
-        /// Open tunnels a reload's policy refused.
-        var closedByReload = 0
-        var liveSessionObjects = 0
-        /// Connections closed before their first request head to make room (`SilentConnections`).
-        var silentReaped = 0
-        /// `refused` by reason code, for the metrics.
-        var refusedByReason: [String: Int] = [:]
-        var reloadsSucceeded = 0, reloadsFailed = 0
-
-        mutating func count(decision verdict: Verdict?) {
-            switch verdict {
-            case .allowed: allowed += 1
-            case .bypassed: bypassed += 1
-            case .unpinned: unpinned += 1
-            case .refused, nil: break
-            }
-        }
-
-        mutating func count(_ end: SessionEnd) {
-            switch end {
-            case .rejected: rejected += 1
-            case .refused(let refusal, _):
-                refused += 1
-                refusedByReason[refusal.reason, default: 0] += 1
-            case .streamRefused(let refusal, let tunnel):
-                refused += 1
-                refusedByReason[refusal.reason.code, default: 0] += 1
-                bytesUp += tunnel.bytesUp
-                bytesDown += tunnel.bytesDown
-            case .closed(let reason, let tunnel):
-                closed += 1
-                if case .policyReload = reason { closedByReload += 1 }
-                bytesUp += tunnel.bytesUp
-                bytesDown += tunnel.bytesDown
-            }
-        }
-    }
-
     let loop = EventLoop()
     /// Where workers post back to the supervisor (a finished reload round, a finished worker).
     private let mailbox: Mailbox
@@ -77,7 +34,7 @@ public final class Proxy: @unchecked Sendable {
     let logger: Logger
     let debugBypassEnabled: Bool
     private let options: Options
-    private var listeners: [OpaquePointer] = []
+    private var listeners: [Listener] = []
     public private(set) var boundAddresses: [SocketAddress] = []
     private var workers: [Worker] = []
     /// Who gets the next connection (round robin).
@@ -90,11 +47,9 @@ public final class Proxy: @unchecked Sendable {
     /// The supervisor's own counts: connections accepted, and those closed at accept (outside
     /// allow_clients). The workers count the rest.
     var counters = Counters()
-    private var signals: [SignalWatcher] = []
     private var statsTimer: Timer?
     /// `stats` lines only when a counter moved (and hourly): an idle proxy's log stays quiet.
     private var statsGate = StatsGate()
-    private var acceptPause: Timer?
     /// Lets a client be told "out of descriptors" when there are none (see `acceptFailed`).
     private let reserve = ReserveDescriptor()
     /// Clients answered from the reserve since the last `accept_failed` line.
@@ -102,8 +57,8 @@ public final class Proxy: @unchecked Sendable {
     private static let outOfDescriptorsAnswer = Refusal.outOfFileDescriptors(
         "pinproxy is out of file descriptors (its RLIMIT_NOFILE); retry when tunnels have closed").response(host: nil)
     private var acceptFailureLog = LogThrottle(interval: .seconds(10))
-    private let systemd = SystemdNotifier()
-    private var watchdogTimer: Timer?
+    /// sd_notify, the watchdog and the signals that stop or reload us.
+    private let systemd: SystemdLink
     /// Connections from outside allow_clients: one log line a second at most.
     private var outsiderLog = LogThrottle(interval: .seconds(1))
     /// Rotation warnings, at most once per host a day (the bypass banner once an hour).
@@ -122,6 +77,7 @@ public final class Proxy: @unchecked Sendable {
         self.options = options
         self.debugBypassEnabled = options.debugBypass
         mailbox = Mailbox(loop: loop)
+        systemd = SystemdLink(loop: loop)
         signal(SIGPIPE, SIG_IGN)
         let messages = logger
         libeventMessages.withLock { $0 = { messages.emit(LogRecord(.warning, "libevent", [("detail", .string($0))])) } }
@@ -179,25 +135,26 @@ public final class Proxy: @unchecked Sendable {
 
     private func listen(on address: SocketAddress) throws {
         try checkNotOpen(address)
-        var flags = UInt32(LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC)
-        if !address.ip.isIPv4 { flags |= UInt32(LEV_OPT_BIND_IPV6ONLY) }
-        let listener = address.withSockaddr { sa, length in
-            evconnlistener_new_bind(loop.base, proxyAcceptCB, Unmanaged.passUnretained(self).toOpaque(), flags, -1, sa, length)
-        }
-        guard let listener else { throw StartError.cannotListen(address, errnoText(errno)) }
-        register(listener)
+        register(try Listener(loop: loop, address: address, onAccept: acceptCallback, onError: failureCallback))
     }
 
     /// A listening socket systemd made for us (socket activation).
     private func adopt(_ fd: Int32) throws {
         guard let address = SocketAddress.local(of: fd) else { throw StartError.notAListeningSocket(fd) }
         try checkNotOpen(address)
-        evutil_make_socket_nonblocking(fd)
-        let flags = UInt32(LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC)
-        guard let listener = evconnlistener_new(loop.base, proxyAcceptCB, Unmanaged.passUnretained(self).toOpaque(), flags, -1, fd) else {
-            throw StartError.cannotListen(address, errnoText(errno))
+        register(try Listener(loop: loop, adopting: fd, address: address, onAccept: acceptCallback, onError: failureCallback))
+    }
+
+    /// The listeners' callbacks: weak, since the supervisor owns the listeners.
+    private var acceptCallback: (Int32, SocketAddress?) -> Void {
+        { [weak self] fd, client in
+            guard let self else { return _ = close(fd) }
+            accept(fd: fd, from: client)
         }
-        register(listener)
+    }
+
+    private var failureCallback: (Listener, Int32) -> Void {
+        { [weak self] listener, code in self?.acceptFailed(listener, errno: code) }
     }
 
     /// Never an open proxy by accident: beyond loopback only with an explicit `allow_clients`.
@@ -207,28 +164,14 @@ public final class Proxy: @unchecked Sendable {
         }
     }
 
-    private func register(_ listener: OpaquePointer) {
-        evconnlistener_set_error_cb(listener) { listener, ctx in
-            let proxy = Unmanaged<Proxy>.fromOpaque(ctx!).takeUnretainedValue()
-            proxy.acceptFailed(listener!, errno: errno)
-        }
+    private func register(_ listener: Listener) {
         listeners.append(listener)
-        if let bound = SocketAddress.local(of: evconnlistener_get_fd(listener)) { boundAddresses.append(bound) }
+        if let bound = listener.boundAddress { boundAddresses.append(bound) }
     }
 
     /// Runs until stopped by SIGTERM/SIGINT (or `stop()`), after draining tunnels.
     public func run() {
-        // A parent may have spawned us with these blocked (the mask survives exec; test runners'
-        // threads do this), and a blocked SIGTERM would leave us unstoppable.
-        var handled = sigset_t()
-        sigemptyset(&handled)
-        for sig in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&handled, sig) }
-        pthread_sigmask(SIG_UNBLOCK, &handled, nil)
-        signals = [
-            SignalWatcher(loop: loop, signal: SIGTERM) { [unowned self] in stop(signal: "SIGTERM") },
-            SignalWatcher(loop: loop, signal: SIGINT) { [unowned self] in stop(signal: "SIGINT") },
-            SignalWatcher(loop: loop, signal: SIGHUP) { [unowned self] in reload() },
-        ]
+        systemd.handleSignals(stop: { [weak self] in self?.stop(signal: $0) }, reload: { [weak self] in self?.reload() })
         logStarted()
         scheduleStats()
         rotationTimer = Timer(loop: loop, after: rotation.clock.tickInterval, repeating: true) { [unowned self] in
@@ -240,31 +183,24 @@ public final class Proxy: @unchecked Sendable {
         for worker in workers {
             worker.start { [unowned self] _ in mailbox.post { [unowned self] in workerFinished() } }
         }
-        systemd.notify("READY=1\nSTATUS=\(statusLine())")
-        if let interval = systemd.watchdogInterval {
-            watchdogTimer = Timer(loop: loop, after: interval, repeating: true) { [unowned self] in systemd.notify("WATCHDOG=1") }
-        }
+        systemd.ready(status: statusLine())
+        systemd.startWatchdog()
         loop.run()
         for worker in workers where !worker.join(timeout: 5) {
             logger.emit(LogRecord(.error, "worker_stuck", [("worker", .int(worker.index)), ("detail", .string("the worker's thread did not end within 5 s of its loop"))]))
         }
         keyLog?.stop()
-        watchdogTimer = nil
         rotationTimer = nil
         metrics = nil
         closeListeners()
-        logger.emit(LogRecord(.info, "stopped", statsFields() + [("version", .string(BuildInfo.version))]))
-        signals = []  // libevent puts back the handlers it found: the default, which would kill us
-        // We are exiting already; a second SIGTERM (a supervisor's) must not turn the bounded
-        // log flush that follows into a death by signal.
-        signal(SIGTERM, SIG_IGN)
-        signal(SIGINT, SIG_IGN)
+        logger.emit(LogRecord(.info, "stopped", statsSample().fields + [("version", .string(BuildInfo.version))]))
+        systemd.end()
         statsTimer = nil
     }
 
     // MARK: accepting
 
-    fileprivate func accept(fd: Int32, from client: SocketAddress?) {
+    private func accept(fd: Int32, from client: SocketAddress?) {
         guard let client, !stopping else {
             close(fd)
             return
@@ -300,11 +236,11 @@ public final class Proxy: @unchecked Sendable {
 
     private func pauseForWorkers() {
         guard workersBehind == nil else { return }
-        for listener in listeners { evconnlistener_disable(listener) }
+        for listener in listeners { listener.hold(.workersBehind) }
         workersBehind = Timer(loop: loop, after: 0.002, repeating: true) { [unowned self] in
             guard stopping || workers.allSatisfy({ $0.waitingHandOvers <= Self.maxWaitingHandOvers / 2 }) else { return }
             workersBehind = nil
-            if !stopping && acceptPause == nil { for listener in listeners { evconnlistener_enable(listener) } }
+            for listener in listeners { listener.release(.workersBehind) }
         }
     }
 
@@ -316,15 +252,14 @@ public final class Proxy: @unchecked Sendable {
     /// at once — 503 `out_of_file_descriptors` — and accepting goes on (the listener stays readable
     /// while clients wait, so each turn of the loop answers one); it pauses only when no client could
     /// be answered.
-    private func acceptFailed(_ listener: OpaquePointer, errno code: Int32) {
+    private func acceptFailed(_ listener: Listener, errno code: Int32) {
         let outOfDescriptors = code == EMFILE || code == ENFILE
         let allowClients = snapshot.policy.proxy.allowClients
-        let answered = outOfDescriptors && reserve.answerOne(from: evconnlistener_get_fd(listener), with: Self.outOfDescriptorsAnswer) {
+        let answered = outOfDescriptors && reserve.answerOne(from: listener.fd, with: Self.outOfDescriptorsAnswer) {
             allowClients.contains($0.ip)
         }
         if answered {
-            counters.refused += 1
-            counters.refusedByReason[NetworkRefusal.outOfFileDescriptors.rawValue, default: 0] += 1
+            counters.countRefusal(reason: NetworkRefusal.outOfFileDescriptors.rawValue)
             answeredSinceLine += 1
         }
         if let suppressed = acceptFailureLog.note(at: ContinuousClock.now) {
@@ -334,11 +269,7 @@ public final class Proxy: @unchecked Sendable {
             answeredSinceLine = 0
         }
         guard !answered else { return }
-        evconnlistener_disable(listener)
-        acceptPause = Timer(loop: loop, after: 1) { [unowned self] in
-            acceptPause = nil
-            if !stopping && workersBehind == nil { evconnlistener_enable(listener) }
-        }
+        listener.pauseAfterFailure()
     }
 
     /// Tunnels open (or being set up) on every worker.
@@ -360,7 +291,7 @@ public final class Proxy: @unchecked Sendable {
         // once instead of waiting in the backlog for a reset. Before the `stopping` line, so that
         // whoever reads it knows new connections are refused.
         closeListeners()
-        systemd.notify("STOPPING=1\nSTATUS=stopping: draining \(tunnels) tunnels")
+        systemd.stopping(status: "stopping: draining \(tunnels) tunnels")
         logger.emit(LogRecord(.info, "stopping", [("signal", .string(signal)), ("tunnels", .int(tunnels)),
                                                    ("drain_timeout_s", .int(Int(snapshot.policy.proxy.drainTimeout)))]))
         // Each worker drains on its own loop; the last to finish ends ours (`workerFinished`).
@@ -369,18 +300,16 @@ public final class Proxy: @unchecked Sendable {
     }
 
     private func closeListeners() {
-        acceptPause = nil
         workersBehind = nil
-        for listener in listeners { evconnlistener_free(listener) }
-        listeners = []
+        listeners = []  // each frees its evconnlistener and closes its socket
     }
 
     /// SIGHUP: load the file again; an invalid file keeps the old policy. Tunnels in flight keep
     /// the snapshot they were decided under.
     public func reload() {
         guard let load = options.reload else { return }
-        systemd.notify("RELOADING=1\nMONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())")
-        defer { systemd.notify("READY=1\nSTATUS=\(statusLine())") }
+        systemd.reloading()
+        defer { systemd.ready(status: statusLine()) }
         do {
             let fresh = try load()
             let previous = snapshot.policy
@@ -532,9 +461,9 @@ public final class Proxy: @unchecked Sendable {
         let interval = snapshot.policy.proxy.statsInterval
         guard interval > 0 else { return }
         statsTimer = Timer(loop: loop, after: interval, repeating: true) { [unowned self] in
-            let fields = statsFields()
+            let fields = statsSample().fields
             if statsGate.shouldLog(fields, at: ContinuousClock.now) { logger.emit(LogRecord(.info, "stats", fields)) }
-            systemd.notify("STATUS=\(statusLine())")
+            systemd.status(statusLine())
         }
     }
 
@@ -559,42 +488,27 @@ public final class Proxy: @unchecked Sendable {
         return sum
     }
 
-    /// The `stats` fields, added up over every worker. Call it on the supervisor's thread (its own
+    /// The `stats` values, added up over every worker. Call it on the supervisor's thread (its own
     /// counters are not locked); the workers' are read under their locks.
-    func statsFields() -> [(String, LogValue)] {
-        let all = merged()
-        let counters = all.counters
-        return [("accepted", .int(counters.accepted)), ("active_sessions", .int(all.sessions)), ("tunnels", .int(tunnels)),
-         ("allowed", .int(counters.allowed)), ("refused", .int(counters.refused)), ("bypassed", .int(counters.bypassed)),
-         ("unpinned_total", .int(counters.unpinned)), ("rejected", .int(counters.rejected)), ("closed", .int(counters.closed)),
-         ("bytes_up", .int(counters.bytesUp)), ("bytes_down", .int(counters.bytesDown)), ("probes", .int(all.probes)), ("probe_cache_hits", .int(all.probeCacheHits)),
-         ("live_session_objects", .int(counters.liveSessionObjects)), ("silent_reaped", .int(counters.silentReaped))] + keyLogFields() + [("workers", .int(workerCount))]
+    func statsSample() -> StatsSample {
+        statsSample(merged())
     }
 
-    /// The key-log intake's counters (all 0 without `proxy.keylog`, so the keys are always there).
-    private func keyLogFields() -> [(String, LogValue)] {
-        let c = keyLog?.counters ?? KeyLogBook.Counters()
-        return [("keylog_lines", .int(c.lines)), ("keylog_kept", .int(c.kept)), ("keylog_dropped", .int(c.dropped)),
-                ("keylog_unparsable", .int(c.unparsable)), ("keylog_too_long", .int(c.tooLong)),
-                ("keylog_watches", .int(keyLog?.watchCount ?? 0)), ("keylog_watches_refused", .int(c.watchesRefused)),
-                ("keylog_skipped_bytes", .int(Int(c.skippedBytes)))]
+    private func statsSample(_ all: Worker.Tally) -> StatsSample {
+        StatsSample(counters: all.counters, activeSessions: all.sessions, tunnels: tunnels, probes: all.probes,
+                    probeCacheHits: all.probeCacheHits, keyLog: keyLog?.counters ?? KeyLogBook.Counters(),
+                    keyLogWatches: keyLog?.watchCount ?? 0, workers: workerCount)
     }
 
-    /// What a scrape of `/metrics` reports: the `stats` counters and the metrics' own, added up over
+    /// What a scrape of `/metrics` reports: the `stats` values and the metrics' own, added up over
     /// the supervisor and every worker.
     func metricsSample() -> MetricsSample {
         let all = merged()
-        return MetricsSample(stats: statsFields(), refusalsByReason: all.counters.refusedByReason, probeLatency: all.probeLatency,
-                             reloadsSucceeded: counters.reloadsSucceeded, reloadsFailed: counters.reloadsFailed,
+        return MetricsSample(stats: statsSample(all), probeLatency: all.probeLatency,
                              logLinesDropped: options.logLinesDropped?() ?? 0,
                              metricsConnectionsRefused: metrics?.refusedConnections ?? 0, startTime: startTime)
     }
 
     /// Resumable TLS 1.2 sessions the stream check saw verified, on any worker.
     let resumptions = ResumptionLedger()
-}
-
-private let proxyAcceptCB: evconnlistener_cb = { _, fd, sa, _, ctx in
-    let proxy = Unmanaged<Proxy>.fromOpaque(ctx!).takeUnretainedValue()
-    proxy.accept(fd: fd, from: sa.flatMap { SocketAddress($0) })
 }
