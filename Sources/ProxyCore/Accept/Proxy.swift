@@ -4,12 +4,12 @@ import Logging
 import PinPolicy
 import TLSInspection
 
-/// The proxy's supervisor: the listeners, the current policy snapshot, the signals that stop or
-/// reload it, systemd, `stats`, the key-log intake, and the `Worker`s (`proxy.workers`) that carry
-/// the sessions. It runs on the caller's thread, one loop: it accepts, checks `allow_clients`, and
-/// hands each connection to the next worker in turn through the worker's mailbox. A reload
-/// publishes the new immutable snapshot to every worker; `stats` adds up the workers' counters.
-public final class Proxy: @unchecked Sendable {
+/// The proxy, wired: its `Listener`s (with `allow_clients` checked at accept and the accept
+/// backoff), the current policy snapshot and its reloads, the `Supervisor` that carries the sessions
+/// on the worker loops, the `SystemdLink` (notify, watchdog, signals), `stats`, `/metrics` and the
+/// key-log intake. It runs on the caller's thread, one loop. A reload publishes the new immutable
+/// snapshot to every worker; `stats` adds up the proxy's and the workers' `Counters`.
+public final class Proxy {
     public struct Options {
         public var listen: [SocketAddress]?
         public var debugBypass = false
@@ -28,19 +28,14 @@ public final class Proxy: @unchecked Sendable {
     }
 
     let loop = EventLoop()
-    /// Where workers post back to the supervisor (a finished reload round, a finished worker).
-    private let mailbox: Mailbox
     private(set) var snapshot: PolicySnapshot
     let logger: Logger
     let debugBypassEnabled: Bool
     private let options: Options
     private var listeners: [Listener] = []
     public private(set) var boundAddresses: [SocketAddress] = []
-    private var workers: [Worker] = []
-    /// Who gets the next connection (round robin).
-    private var nextWorker = 0
-    private var workersRunning = 0
-    private var nextID = 1
+    /// The worker loops that carry the sessions.
+    private let supervisor: Supervisor
     /// `max_tunnels`, counted across every worker.
     private let budget = TunnelBudget()
     private(set) var stopping = false
@@ -67,17 +62,14 @@ public final class Proxy: @unchecked Sendable {
     /// `proxy.metrics_listen`'s server, when configured; made at start, kept across reloads.
     private var metrics: MetricsServer?
     private let startTime = Date()
-    /// Reloads whose workers have not all answered yet (a second SIGHUP may come before).
-    private var reloadRounds: [Int: ReloadRound] = [:]
-    private var nextRound = 1
 
     public init(snapshot: PolicySnapshot, logger: Logger, options: Options = Options()) throws {
         self.snapshot = snapshot
         self.logger = logger
         self.options = options
         self.debugBypassEnabled = options.debugBypass
-        mailbox = Mailbox(loop: loop)
         systemd = SystemdLink(loop: loop)
+        supervisor = Supervisor(loop: loop)
         signal(SIGPIPE, SIG_IGN)
         let messages = logger
         libeventMessages.withLock { $0 = { messages.emit(LogRecord(.warning, "libevent", [("detail", .string($0))])) } }
@@ -99,7 +91,7 @@ public final class Proxy: @unchecked Sendable {
         let shared = Worker.Shared(logger: logger, debugBypassEnabled: debugBypassEnabled, boundAddresses: boundAddresses,
                                    budget: budget, resumptions: resumptions, expiries: RuleExpiryBook(), rotation: rotation, keyLogIntake: keyLog,
                                    workerCount: workerCount)
-        workers = (0..<workerCount).map { Worker(index: $0, snapshot: snapshot, shared: shared) }
+        supervisor.take((0..<workerCount).map { Worker(index: $0, snapshot: snapshot, shared: shared) })
         if let address = snapshot.policy.proxy.metricsListen {
             do {
                 metrics = try MetricsServer(loop: loop, address: address) { [unowned self] in MetricsText.render(metricsSample()) }
@@ -179,15 +171,12 @@ public final class Proxy: @unchecked Sendable {
         }
         MemoryTrim.run()  // glibc's arenas set up here, before any worker thread trims
         keyLog?.start()
-        workersRunning = workers.count
-        for worker in workers {
-            worker.start { [unowned self] _ in mailbox.post { [unowned self] in workerFinished() } }
-        }
+        supervisor.start()
         systemd.ready(status: statusLine())
         systemd.startWatchdog()
         loop.run()
-        for worker in workers where !worker.join(timeout: 5) {
-            logger.emit(LogRecord(.error, "worker_stuck", [("worker", .int(worker.index)), ("detail", .string("the worker's thread did not end within 5 s of its loop"))]))
+        for index in supervisor.join(timeout: 5) {
+            logger.emit(LogRecord(.error, "worker_stuck", [("worker", .int(index)), ("detail", .string("the worker's thread did not end within 5 s of its loop"))]))
         }
         keyLog?.stop()
         rotationTimer = nil
@@ -219,26 +208,16 @@ public final class Proxy: @unchecked Sendable {
             }
             return
         }
-        let id = nextID
-        nextID += 1
-        // Round robin: the workers are alike, and a connection's cost is not known at accept.
-        let worker = workers[nextWorker]
-        nextWorker = (nextWorker + 1) % workers.count
-        let waiting = worker.handOver(fd: fd, client: client, id: id)
-        if waiting > Self.maxWaitingHandOvers { pauseForWorkers() }
+        if supervisor.handOver(fd: fd, client: client) { pauseForWorkers() }
     }
 
-    /// Accepted descriptors a worker has not taken yet count against no limit: past this many, the
-    /// supervisor stops accepting until the workers have caught up (the kernel's backlog holds the
-    /// next clients meanwhile), so a flood cannot pile descriptors up between the two.
-    static let maxWaitingHandOvers = 128
     private var workersBehind: Timer?
 
     private func pauseForWorkers() {
         guard workersBehind == nil else { return }
         for listener in listeners { listener.hold(.workersBehind) }
         workersBehind = Timer(loop: loop, after: 0.002, repeating: true) { [unowned self] in
-            guard stopping || workers.allSatisfy({ $0.waitingHandOvers <= Self.maxWaitingHandOvers / 2 }) else { return }
+            guard stopping || supervisor.caughtUp else { return }
             workersBehind = nil
             for listener in listeners { listener.release(.workersBehind) }
         }
@@ -275,12 +254,6 @@ public final class Proxy: @unchecked Sendable {
     /// Tunnels open (or being set up) on every worker.
     private var tunnels: Int { budget.count }
 
-    /// A worker's loop has ended (its sessions drained or closed); the last one ends the supervisor's.
-    private func workerFinished() {
-        workersRunning -= 1
-        if workersRunning == 0 { loop.stop() }
-    }
-
     // MARK: stop, reload
 
     /// Stops accepting, lets tunnels drain up to `drain_timeout`, then closes the rest.
@@ -294,9 +267,7 @@ public final class Proxy: @unchecked Sendable {
         systemd.stopping(status: "stopping: draining \(tunnels) tunnels")
         logger.emit(LogRecord(.info, "stopping", [("signal", .string(signal)), ("tunnels", .int(tunnels)),
                                                    ("drain_timeout_s", .int(Int(snapshot.policy.proxy.drainTimeout)))]))
-        // Each worker drains on its own loop; the last to finish ends ours (`workerFinished`).
-        for worker in workers { worker.mailbox.post { worker.beginStop() } }
-        if workersRunning == 0 { loop.stop() }  // stopped before `run` started any
+        supervisor.stop()
     }
 
     private func closeListeners() {
@@ -329,16 +300,8 @@ public final class Proxy: @unchecked Sendable {
             var fields = policyFields(fresh.policy)
             fields.append(("changes", .string(diff.summary)))
             counters.reloadsSucceeded += 1
-            let round = nextRound
-            nextRound += 1
-            reloadRounds[round] = ReloadRound(pending: workers.count, fields: fields, policy: fresh.policy, previous: previous)
-            if workersRunning == 0 { return finishReload(round) }
-            for worker in workers {
-                let posted = worker.mailbox.post { [unowned self] in
-                    let (checked, closed) = worker.apply(fresh)
-                    mailbox.post { [unowned self] in workerReloaded(round, checked: checked, closed: closed) }
-                }
-                if !posted { workerReloaded(round, checked: 0, closed: 0) }
+            supervisor.reload(fresh) { [weak self] checked, closed in
+                self?.reloaded(fields: fields, policy: fresh.policy, previous: previous, checked: checked, closed: closed)
             }
         } catch {
             counters.reloadsFailed += 1
@@ -346,37 +309,11 @@ public final class Proxy: @unchecked Sendable {
         }
     }
 
-    /// One reload while its workers answer.
-    private struct ReloadRound {
-        var pending: Int
-        var checked = 0
-        var closed = 0
-        let fields: [(String, LogValue)]
-        let policy: Policy
-        let previous: Policy
-
-        init(pending: Int, fields: [(String, LogValue)], policy: Policy, previous: Policy) {
-            self.pending = pending
-            self.fields = fields
-            self.policy = policy
-            self.previous = previous
-        }
-    }
-
-    private func workerReloaded(_ round: Int, checked: Int, closed: Int) {
-        guard var entry = reloadRounds[round] else { return }
-        entry.pending -= 1
-        entry.checked += checked
-        entry.closed += closed
-        reloadRounds[round] = entry
-        if entry.pending <= 0 { finishReload(round) }
-    }
-
-    private func finishReload(_ round: Int) {
-        guard let entry = reloadRounds.removeValue(forKey: round) else { return }
-        logger.emit(LogRecord(.info, "policy_reloaded", entry.fields + [("tunnels_checked", .int(entry.checked)), ("tunnels_closed", .int(entry.closed))]))
-        logLint(entry.policy)
-        logRestartNeeded(from: entry.previous, to: entry.policy)
+    /// Every worker has answered a reload: the one `policy_reloaded` line, with their sums.
+    private func reloaded(fields: [(String, LogValue)], policy: Policy, previous: Policy, checked: Int, closed: Int) {
+        logger.emit(LogRecord(.info, "policy_reloaded", fields + [("tunnels_checked", .int(checked)), ("tunnels_closed", .int(closed))]))
+        logLint(policy)
+        logRestartNeeded(from: previous, to: policy)
     }
 
     /// What a reload read but cannot apply to the running process: the sockets, the resolver and the
@@ -473,20 +410,8 @@ public final class Proxy: @unchecked Sendable {
         return "\(tunnels) tunnels open; \(counters.allowed) allowed, \(counters.refused) refused, \(counters.bypassed) bypassed, \(counters.unpinned) unpinned; \(snapshot.policy.rules.count) rules"
     }
 
-    /// The supervisor's counters plus every worker's (each read under its lock).
-    private func merged() -> Worker.Tally {
-        var sum = Worker.Tally()
-        sum.counters = counters
-        for worker in workers {
-            let tally = worker.tally.withLock { $0 }
-            sum.counters = sum.counters + tally.counters
-            sum.sessions += tally.sessions
-            sum.probes += tally.probes
-            sum.probeCacheHits += tally.probeCacheHits
-            sum.probeLatency = sum.probeLatency + tally.probeLatency
-        }
-        return sum
-    }
+    /// The proxy's counters plus every worker's.
+    private func merged() -> Worker.Tally { supervisor.tally(adding: counters) }
 
     /// The `stats` values, added up over every worker. Call it on the supervisor's thread (its own
     /// counters are not locked); the workers' are read under their locks.
@@ -512,3 +437,5 @@ public final class Proxy: @unchecked Sendable {
     /// Resumable TLS 1.2 sessions the stream check saw verified, on any worker.
     let resumptions = ResumptionLedger()
 }
+
+@available(*, unavailable) extension Proxy: Sendable {}
