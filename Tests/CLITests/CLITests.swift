@@ -271,7 +271,8 @@ enum Pins {
         #expect(r.stderr.hasPrefix("\(path):5:12: error: spki-sha256 takes base64 (44 characters); hex is only for cert-sha256. The same 32 bytes in base64: \(Pins.leafEC)\n"))
     }
 
-    @Test func aListenAddressInUseHasAHint() throws {
+    /// A loopback port another socket listens on (closed by `body`'s end).
+    func withTakenPort(_ body: (UInt16) throws -> Void) throws {
         let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(taken) }
         var address = sockaddr_in()
@@ -281,14 +282,30 @@ enum Pins {
         _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(taken, $0, length) } }
         _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(taken, $0, &length) } }
         #expect(listen(taken, 1) == 0)
-        let port = UInt16(bigEndian: address.sin_port)
+        try body(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// The second address fails after the first is listening: the start fails the same way, and the
+    /// first listener is freed (issue 17 found it leaked while the proxy held raw listener pointers;
+    /// LeakSanitizer checks it under `.ci/sanitizers address`).
+    @Test func aSecondListenAddressInUseFailsTheStartAndFreesTheFirst() throws {
+        try withTakenPort { port in
+            let path = try temporaryFile("version: 1\ndefaults: {unpinned: allow}\n")
+            let r = try run(Paths.pinproxy, ["run", "--config", path, "--listen", "127.0.0.1:0", "--listen", "127.0.0.1:\(port)"], timeout: 30)
+            #expect(r.status == 1)
+            let line = parseLogLine(String(r.stderr.split(separator: "\n").last ?? ""))
+            #expect(line["event"] == "start_failed" && line["detail"] == "cannot listen on 127.0.0.1:\(port): Address already in use")
+        }
+    }
+
+    @Test func aListenAddressInUseHasAHint() throws { try withTakenPort { port in
         let path = try temporaryFile("version: 1\ndefaults: {unpinned: allow}\n")
         let r = try run(Paths.pinproxy, ["run", "--config", path, "--listen", "127.0.0.1:\(port)"], timeout: 30)
         #expect(r.status == 1)
         let line = parseLogLine(String(r.stderr.split(separator: "\n").last ?? ""))
         #expect(line["event"] == "start_failed" && line["detail"] == "cannot listen on 127.0.0.1:\(port): Address already in use")
         #expect(line["hint"] == "another process listens on 127.0.0.1:\(port) (ss -ltnp 'sport = :\(port)' names it): stop it, or give pinproxy another address with --listen or proxy.listen")
-    }
+    } }
 
     /// `--generate-completion-script` is documented in the README and shown by `--help`.
     @Test func helpShowsTheCompletionScriptOption() throws {

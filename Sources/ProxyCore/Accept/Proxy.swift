@@ -316,34 +316,11 @@ public final class Proxy {
         logRestartNeeded(from: previous, to: policy)
     }
 
-    /// What a reload read but cannot apply to the running process: the sockets, the resolver and the
-    /// key-log file stay as they were made at start. One `restart_required` line per setting, so it is
-    /// not missed. (`allow_clients` is not among them: each accept reads it from the snapshot in force.)
+    /// One `restart_required` line per setting a reload changed but cannot apply, so it is not missed.
     private func logRestartNeeded(from old: Policy, to new: Policy) {
-        var changed: [(String, String)] = []
-        if old.proxy.listen != new.proxy.listen && options.listen == nil {
-            changed.append(("proxy.listen", "pinproxy keeps listening on \(boundAddresses.map(\.description).joined(separator: ","))"))
-        }
-        if old.proxy.dns != new.proxy.dns { changed.append(("proxy.dns", "pinproxy keeps the resolver it started with")) }
-        if old.proxy.metricsListen != new.proxy.metricsListen {
-            changed.append(("proxy.metrics_listen", "pinproxy keeps serving metrics \(metrics.map { "on \($0.boundAddress)" } ?? "nowhere")"))
-        }
-        if old.proxy.workers != new.proxy.workers {
-            changed.append(("proxy.workers", "pinproxy keeps its \(workerCount) worker loops"))
-        }
-        let running = keyLog?.settings
-        switch (running, new.proxy.keylog) {
-        case (nil, nil):
-            break
-        case (let running?, let wanted) where running.needsRestart(comparedTo: wanted):
-            let what = wanted.map { "now \($0.path) mode \($0.modeText)" } ?? "now absent"
-            changed.append(("proxy.keylog", "pinproxy keeps following \(running.path) (mode \(running.modeText)), \(what)"))
-        case (nil, let wanted?):
-            changed.append(("proxy.keylog", "pinproxy follows no key log; \(wanted.path) is read only after a restart, so TLS 1.3 tunnels stay probe-only (or refused under require_keylog) until then"))
-        default:
-            break
-        }
-        for (key, detail) in changed {
+        let running = RestartCheck(listensWherePolicySays: options.listen == nil, boundAddresses: boundAddresses,
+                                   metricsAddress: metrics?.boundAddress, workerCount: workerCount, keyLog: keyLog?.settings)
+        for (key, detail) in running.changes(from: old, to: new) {
             logger.emit(LogRecord(.warning, "restart_required", [("setting", .string(key)),
                                                                   ("detail", .string("\(key) changed: \(detail) until it restarts")),
                                                                   ("hint", .string("restart pinproxy (systemctl restart pinproxy) to apply \(key)"))]))
