@@ -45,6 +45,16 @@ public final class Certificate {
         }
     }
 
+    /// A chain as it crosses the wire, each entry by `fromDER`; nil if any entry does not parse.
+    public static func chain(fromDER ders: [[UInt8]]) -> [Certificate]? {
+        var chain: [Certificate] = []
+        for der in ders {
+            guard let certificate = fromDER(der) else { return nil }
+            chain.append(certificate)
+        }
+        return chain
+    }
+
     /// Every certificate in PEM text (in order), or the one DER certificate: for files an operator
     /// names (pin files, `pin --cert`), never for bytes off the wire (`fromDER`).
     public static func load(_ bytes: [UInt8]) throws(LoadError) -> [Certificate] {

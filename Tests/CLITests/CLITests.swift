@@ -197,14 +197,6 @@ func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, ar
     }
 }
 
-/// Pins of the fixture PKI (Fixtures/expected-pins.txt).
-enum Pins {
-    static let leafEC = "spki-sha256:kBQGSGfznkVIdbhVncSBp6O/buiORHazf74OhcSQKZE="
-    static let intermediate = "spki-sha256:KCDrug7ej6zlHN6aFwgek+aRk6ExpqGsKfgGdPF+qhM="
-    static let root = "spki-sha256:8xYmeC9Eb+1x3jKAb5kV+2ORTfldeg/FMzwVSTm3ptc="
-    static let backup = "spki-sha256:WwVBfKtcnP1H4GTEAlaKbG5eqHWzhDIdOZvcYdtyivk="
-}
-
 /// Issue 20's sharp edges, each with its exact message.
 @Suite struct SharpEdgeTests {
     @Test func pinWithoutArgumentsSaysWhatToGive() throws {
@@ -271,41 +263,31 @@ enum Pins {
         #expect(r.stderr.hasPrefix("\(path):5:12: error: spki-sha256 takes base64 (44 characters); hex is only for cert-sha256. The same 32 bytes in base64: \(Pins.leafEC)\n"))
     }
 
-    /// A loopback port another socket listens on (closed by `body`'s end).
-    func withTakenPort(_ body: (UInt16) throws -> Void) throws {
-        let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    @Test func aListenAddressInUseHasAHint() throws {
+        let (taken, port) = try boundLoopbackSocket()
         defer { close(taken) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(taken, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(taken, $0, &length) } }
         #expect(listen(taken, 1) == 0)
-        try body(UInt16(bigEndian: address.sin_port))
-    }
-
-    /// The second address fails after the first is listening: the start fails the same way, and the
-    /// first listener is freed (issue 17 found it leaked while the proxy held raw listener pointers;
-    /// LeakSanitizer checks it under `.ci/sanitizers address`).
-    @Test func aSecondListenAddressInUseFailsTheStartAndFreesTheFirst() throws {
-        try withTakenPort { port in
-            let path = try temporaryFile("version: 1\ndefaults: {unpinned: allow}\n")
-            let r = try run(Paths.pinproxy, ["run", "--config", path, "--listen", "127.0.0.1:0", "--listen", "127.0.0.1:\(port)"], timeout: 30)
-            #expect(r.status == 1)
-            let line = parseLogLine(String(r.stderr.split(separator: "\n").last ?? ""))
-            #expect(line["event"] == "start_failed" && line["detail"] == "cannot listen on 127.0.0.1:\(port): Address already in use")
-        }
-    }
-
-    @Test func aListenAddressInUseHasAHint() throws { try withTakenPort { port in
         let path = try temporaryFile("version: 1\ndefaults: {unpinned: allow}\n")
         let r = try run(Paths.pinproxy, ["run", "--config", path, "--listen", "127.0.0.1:\(port)"], timeout: 30)
         #expect(r.status == 1)
         let line = parseLogLine(String(r.stderr.split(separator: "\n").last ?? ""))
         #expect(line["event"] == "start_failed" && line["detail"] == "cannot listen on 127.0.0.1:\(port): Address already in use")
         #expect(line["hint"] == "another process listens on 127.0.0.1:\(port) (ss -ltnp 'sport = :\(port)' names it): stop it, or give pinproxy another address with --listen or proxy.listen")
-    } }
+    }
+
+    /// The second address fails after the first is listening: the start fails the same way, and the
+    /// first listener is freed (issue 17 found it leaked while the proxy held raw listener pointers;
+    /// LeakSanitizer checks it under `.ci/sanitizers address`).
+    @Test func aSecondListenAddressInUseFailsTheStartAndFreesTheFirst() throws {
+        let (taken, port) = try boundLoopbackSocket()
+        defer { close(taken) }
+        #expect(listen(taken, 1) == 0)
+        let path = try temporaryFile("version: 1\ndefaults: {unpinned: allow}\n")
+        let r = try run(Paths.pinproxy, ["run", "--config", path, "--listen", "127.0.0.1:0", "--listen", "127.0.0.1:\(port)"], timeout: 30)
+        #expect(r.status == 1)
+        let line = parseLogLine(String(r.stderr.split(separator: "\n").last ?? ""))
+        #expect(line["event"] == "start_failed" && line["detail"] == "cannot listen on 127.0.0.1:\(port): Address already in use")
+    }
 
     /// `--generate-completion-script` is documented in the README and shown by `--help`.
     @Test func helpShowsTheCompletionScriptOption() throws {

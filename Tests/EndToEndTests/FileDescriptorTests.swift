@@ -113,19 +113,3 @@ import TestSupport
         return line.flatMap { Int($0.dropFirst("Max open files".count).split(separator: " ").first ?? "") }
     }
 }
-
-extension OpenConnection {
-    /// Everything the proxy sends until it closes (bounded by `timeout`).
-    func receive(timeout: Double) -> String {
-        var tv = timeval(tv_sec: Int(timeout), tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while received.count < 1 << 20 {
-            let n = recv(fd, &buffer, buffer.count, 0)
-            if n <= 0 { break }
-            received += buffer[0..<n]
-        }
-        return String(decoding: received, as: UTF8.self)
-    }
-}

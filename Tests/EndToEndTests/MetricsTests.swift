@@ -284,34 +284,3 @@ import TestSupport
         #expect(proxy.stop() == 0)
     }
 }
-
-/// A blocking TCP socket connected to 127.0.0.1:port.
-func connectedSocket(port: UInt16) throws -> Int32 {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw HelperError(message: "socket failed") }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = port.bigEndian
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard connected == 0 else {
-        close(fd)
-        throw HelperError(message: "connect failed")
-    }
-    return fd
-}
-
-/// Whether the peer closed (FIN or reset) within `seconds`, without reading a byte: a client that
-/// never reads stays one.
-func closedByPeer(_ fd: Int32, within seconds: Double) -> Bool {
-    let peerHangUp = Int16(0x2000)  // POLLRDHUP, which Swift's Glibc does not export
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        var ready = pollfd(fd: fd, events: peerHangUp, revents: 0)
-        guard poll(&ready, 1, 100) > 0 else { continue }
-        if ready.revents & (peerHangUp | Int16(POLLHUP) | Int16(POLLERR)) != 0 { return true }
-    }
-    return false
-}

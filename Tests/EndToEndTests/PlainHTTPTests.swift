@@ -354,24 +354,3 @@ extension PlainHTTPTests {
 private func sha256(_ text: String) -> String {
     (try? run("/bin/sh", ["-c", "printf %s '\(text)' | sha256sum"]).stdout.split(separator: " ").first.map(String.init)) ?? "?"
 }
-
-extension OpenConnection {
-    func sendText(_ text: String) {
-        _ = Array(text.utf8).withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-    }
-
-    /// What the proxy sends until the text ends with `suffix`, it closes, or `timeout` passes.
-    func receive(timeout: Double, until suffix: String) -> String {
-        var tv = timeval(tv_sec: 0, tv_usec: 200_000)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let deadline = Date().addingTimeInterval(timeout)
-        while received.count < 1 << 20 && Date() < deadline && !String(decoding: received, as: UTF8.self).hasSuffix(suffix) {
-            let n = recv(fd, &buffer, buffer.count, 0)
-            if n == 0 { break }
-            if n > 0 { received += buffer[0..<n] }
-        }
-        return String(decoding: received, as: UTF8.self)
-    }
-}

@@ -27,15 +27,8 @@ import TestSupport
     /// with the default `dns_timeout`, for a CONNECT and for a plain-HTTP request alike — not a 502
     /// `dns_error` because evdns gave up its own retries first.
     @Test func aNameserverThatNeverAnswersIsADNSTimeout() throws {
-        let blackHole = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        let (blackHole, port) = try boundLoopbackSocket(type: Int32(SOCK_DGRAM.rawValue))
         defer { close(blackHole) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(blackHole, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(blackHole, $0, &length) } }
-        let port = UInt16(bigEndian: address.sin_port)
         let proxy = try ProxyProcess(config: policy(ports: [443], resolve: "  {}", proxy: "dns: { nameservers: [\"127.0.0.1:\(port)\"], hosts_file: none }")
                                         .replacingOccurrences(of: "  dns: { nameservers: [], hosts_file: none }\n", with: ""))
         let response = try connectResponse(proxy: proxy.port, target: "silent.pinproxy.test:443")

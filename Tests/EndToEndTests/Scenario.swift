@@ -2,18 +2,6 @@ import Foundation
 import Testing
 import TestSupport
 
-/// Pins of the fixture PKI (Fixtures/expected-pins.txt, computed by the openssl CLI).
-enum Pins {
-    static let leafEC = "spki-sha256:kBQGSGfznkVIdbhVncSBp6O/buiORHazf74OhcSQKZE="
-    static let leafRSA = "spki-sha256:7lBrKZ9S7afn2Xb2oN0mgOLh1UvmIixsKeVyj3Hm4do="
-    static let leafRotated = "spki-sha256:X9/WHalK5bPHRZjwThI0cxSoKn8dlaHbLnd4zX9Qmcg="
-    static let intermediate = "spki-sha256:KCDrug7ej6zlHN6aFwgek+aRk6ExpqGsKfgGdPF+qhM="
-    static let root = "spki-sha256:8xYmeC9Eb+1x3jKAb5kV+2ORTfldeg/FMzwVSTm3ptc="
-    static let rogueLeaf = "spki-sha256:GpJMWznZg/+avOl3K8cJqwDXioJFfLZdlJTvnCoJ960="
-    static let selfSignedCert = "cert-sha256:Ncm0WCZv0rGGOQ6fWFFLAIhu1HP3Bb2fkHk3lqk/RFc="
-    static let backup = "spki-sha256:WwVBfKtcnP1H4GTEAlaKbG5eqHWzhDIdOZvcYdtyivk="
-}
-
 /// A policy for the tests: the given upstream ports allowed, loopback reachable (tests only talk
 /// to 127.0.0.0/8), no DNS beyond what a test names, and both the good and the rogue root trusted
 /// by the proxy the way a machine's store trusts every CA in it.

@@ -27,8 +27,8 @@ import Testing
         func line(_ secret: KeyLogSecret) { deliver?(.secret(secret)) }
     }
 
-    static let intermediate = "spki-sha256:KCDrug7ej6zlHN6aFwgek+aRk6ExpqGsKfgGdPF+qhM="
-    static let rsaLeaf = "spki-sha256:7lBrKZ9S7afn2Xb2oN0mgOLh1UvmIixsKeVyj3Hm4do="
+    static let intermediate = Pins.intermediate
+    static let rsaLeaf = Pins.leafRSA
     static let captures = [TLS13Vectors.opensslAES128RSA, TLS13Vectors.curlAES256ECDSA, TLS13Vectors.pythonChaChaECDSA,
                            TLS13Vectors.opensslCertificateRequest]
 
@@ -46,8 +46,8 @@ import Testing
         let policy = try! PolicyLoader.load(yaml: yaml, source: "test.yaml", pinFiles: nil)
         let snapshot = try! PolicySnapshot(policy: policy, systemStore: TrustStore.system())
         let authority = try! Authority.parse("api.pinproxy.test:443").get()
-        let check = StreamCheck(StreamCheck.Context(authority: authority, snapshot: snapshot, rule: snapshot.policy.rule(for: authority),
-                                                    pinned: true, debugBypassEnabled: false, keyLog: source), ledger: ledger)
+        let check = StreamCheck(StreamCheck.Context(authority: authority, snapshot: snapshot, pinning: .pinned(rule: snapshot.policy.rule(for: authority)!, probe: nil),
+                                                    debugBypassEnabled: false, keyLog: source), ledger: ledger)
         let decisions = Decisions()
         check.decide = { side, answer in decisions.seen.append((side, answer)) }
         return (check, decisions)
@@ -80,7 +80,7 @@ import Testing
         source.line(.serverTraffic0(Self.secret(capture.trafficSecret)))
         let answer = Self.show(check, .upstream, Self.bytes(capture.server))
         #expect(answer == .release || answer == .done, "\(capture.name): \(answer)")
-        #expect(check.verification == .probeAndKeylog, "\(capture.name)")
+        #expect(check.summary.verification == .probeAndKeylog, "\(capture.name)")
         let tickets = capture.tickets.map { hex in Self.secret(hex).withUnsafeBytes { Array($0) } }
         #expect(!tickets.isEmpty && ledger.contains(any: tickets.map { .ticket($0) }, host: "api.pinproxy.test", port: 443, at: .now), "\(capture.name)")
     }
@@ -96,7 +96,7 @@ import Testing
         source.line(.serverHandshake(Self.secret(capture.handshakeSecret)))
         #expect(decisions.seen.count == 1 && decisions.seen.first?.0 == .upstream)
         #expect(decisions.seen.first.map { $0.1 == .release || $0.1 == .done } == true, "\(decisions.seen)")
-        #expect(check.verification == .probeAndKeylog)
+        #expect(check.summary.verification == .probeAndKeylog)
     }
 
     @Test func aWrongLineIsRefusedNeverProbeOnly() {
@@ -140,7 +140,7 @@ import Testing
         _ = Self.show(check, .client, Self.bytes(capture.client))
         source.line(.serverHandshake(Self.secret(capture.handshakeSecret)))
         #expect(Self.refusal(Self.show(check, .upstream, Self.bytes(capture.server))) == .policy(.pinMismatch))
-        #expect(check.judgement?.evaluation.verdict == .refused(.pinMismatch))
+        #expect(check.summary.judged?.evaluation.verdict == .refused(.pinMismatch))
     }
 
     @Test(arguments: [false, true])
@@ -155,7 +155,7 @@ import Testing
         if requireKeylog {
             #expect(Self.refusal(decisions.seen.first?.1) == .keylogMissing)
         } else {
-            #expect(decisions.seen.first?.1 == .done && check.verification == .probeOnly)
+            #expect(decisions.seen.first?.1 == .done && check.summary.verification == .probeOnly)
         }
     }
 
@@ -183,7 +183,7 @@ import Testing
             #expect(passed == (cut >= serverHelloEnd && cut < capture.plaintextEnd ? serverHelloEnd : capture.plaintextEnd), "cut \(cut)")
             source.line(.serverHandshake(Self.secret(capture.handshakeSecret)))
             #expect(decisions.seen.first.map { $0.1 == .release || $0.1 == .done } == true, "cut \(cut): \(decisions.seen)")
-            #expect(check.verification == .probeAndKeylog, "cut \(cut)")
+            #expect(check.summary.verification == .probeAndKeylog, "cut \(cut)")
         }
     }
 
@@ -211,7 +211,7 @@ import Testing
             #expect(Self.refusal(decisions.seen.first?.1) == .keylogMissing)
         default:
             source.timers.first?()
-            #expect(decisions.seen.first?.1 == .done && check.verification == .probeOnly)
+            #expect(decisions.seen.first?.1 == .done && check.summary.verification == .probeOnly)
         }
     }
 }

@@ -46,7 +46,7 @@ import Testing
                                                  chain: .verified(VerifiedChain(leafFirst: [leaf, root]))))
         let decision = SessionLog.decision(tunnel.record)
         let closed = SessionLog.end(.closed(.relay(.finished), ClosedTunnel(record: tunnel.record, openedTunnel: true, bytesUp: 1, bytesDown: 2,
-                                                                           duration: .milliseconds(3), check: nil, relay: .copy)))
+                                                                           duration: .milliseconds(3), stream: nil, relay: .copy)))
         for record in [decision, closed] {
             let direct = LogRecord(record.level, record.event, LogKeys.canonical(record.fields))
             #expect(direct.text(at: time) == viaSwiftLog(record).text(at: time))
@@ -84,9 +84,9 @@ import Testing
     @Test func eachLinesLevelIsKnownBeforeItIsBuilt() {
         let record = DecisionRecord(conn: 1, client: SocketAddress(ip: IPAddress("127.0.0.1")!, port: 1))
         func closed(_ reason: CloseReason) -> SessionEnd {
-            .closed(reason, ClosedTunnel(record: record, openedTunnel: false, bytesUp: 0, bytesDown: 0, duration: .zero, check: nil, relay: nil))
+            .closed(reason, ClosedTunnel(record: record, openedTunnel: false, bytesUp: 0, bytesDown: 0, duration: .zero, stream: nil, relay: nil))
         }
-        for end in [closed(.clientClosed), closed(.policyReload(reason: "pin_mismatch", detail: "d")), closed(.shutdown)] {
+        for end in [closed(.clientClosed), closed(.policyReload(.chainRefused(.pinMismatch, failure: nil))), closed(.shutdown)] {
             #expect(SessionLog.end(end).level == SessionLog.level(of: end))
         }
         var unpinned = record

@@ -40,4 +40,46 @@ import Testing
         _ = book.sentEOF(.upstream, queuedAtOther: max)
         #expect(book.drained(.client, queued: 0) == [.shutDownWrite(.client)])
     }
+
+    /// The fast relay's limit of 1: reading stops as soon as anything waits, and resumes only once
+    /// the other side has taken all of it.
+    @Test func withALimitOfOneAnythingQueuedPausesUntilAllIsWritten() {
+        var book = RelayBook()
+        #expect(book.moved(10, from: .client, queuedAtOther: 0, limit: 1).isEmpty)
+        #expect(book.moved(10, from: .client, queuedAtOther: 1, limit: 1) == [.pauseReading(.client)])
+        #expect(book.drained(.upstream, queued: 1, limit: 1).isEmpty)
+        #expect(book.drained(.upstream, queued: 0, limit: 1) == [.resumeReading(.client)])
+        #expect(book.client.bytes == 20 && !book.client.readPaused)
+    }
+
+    /// Draining again after a side was shut down does not shut it down twice.
+    @Test func aSideIsShutDownOnlyOnce() {
+        var book = RelayBook()
+        #expect(book.sentEOF(.client, queuedAtOther: 0) == [.shutDownWrite(.upstream)])
+        #expect(book.drained(.upstream, queued: 0).isEmpty)
+        #expect(book.sentEOF(.upstream, queuedAtOther: 0) == [.shutDownWrite(.client), .finished])
+        #expect(!book.drained(.client, queued: 0).contains(.shutDownWrite(.client)))
+        #expect(book.upstream.shutDown && book.client.shutDown)
+    }
+
+    /// A partly drained queue below the resume mark resumes reading but passes no EOF on yet.
+    @Test func anEOFWaitsForTheLastQueuedByteEvenAfterReadingResumes() {
+        var book = RelayBook()
+        _ = book.moved(max, from: .client, queuedAtOther: max)
+        // The client is paused, so its EOF is not read until it resumes; the upstream's arrives.
+        #expect(book.sentEOF(.upstream, queuedAtOther: 0) == [.shutDownWrite(.client)])
+        #expect(book.drained(.upstream, queued: max / 4) == [.resumeReading(.client)])
+        #expect(book.sentEOF(.client, queuedAtOther: max / 4).isEmpty)
+        #expect(book.drained(.upstream, queued: 0) == [.shutDownWrite(.upstream), .finished])
+    }
+
+    /// The relay may change hands (bufferevents to the fast relay) only while both ways are open.
+    @Test func openBothWaysUntilTheFirstEOF() {
+        var book = RelayBook()
+        _ = book.moved(100, from: .client, queuedAtOther: 0)
+        _ = book.moved(100, from: .upstream, queuedAtOther: 0)
+        #expect(book.isOpenBothWays)
+        _ = book.sentEOF(.upstream, queuedAtOther: 10)
+        #expect(!book.isOpenBothWays)
+    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import PinPolicy
+import TestSupport
 import TLSInspection
 import Testing
 @testable import ProxyCore
@@ -7,7 +8,7 @@ import Testing
 /// The session's state machine without a socket: each event moves it, and the action it answers
 /// says what the session must do.
 @Suite struct SessionMachineTests {
-    static let pin = "spki-sha256:kBQGSGfznkVIdbhVncSBp6O/buiORHazf74OhcSQKZE="
+    static let pin = Pins.leafEC
     static let snapshot: PolicySnapshot = {
         let yaml = """
             version: 1
@@ -22,8 +23,7 @@ import Testing
               - host: open.example.test
                 mode: unpinned
             """
-        let policy = try! PolicyLoader.load(yaml: yaml, source: "test.yaml", pinFiles: nil)
-        return try! PolicySnapshot(policy: policy, systemStore: TrustStore.system())
+        return PolicySnapshot.loaded(from: yaml)
     }()
     static let client = SocketAddress.parse("127.0.0.1:40000")!
 

@@ -29,8 +29,10 @@ import Testing
                       ledger: ResumptionLedger = ResumptionLedger()) -> StreamCheck {
         let snapshot = snapshot(pin: pin, mode: mode)
         let authority = try! Authority.parse(target).get()
-        return StreamCheck(StreamCheck.Context(authority: authority, snapshot: snapshot, rule: snapshot.policy.rule(for: authority),
-                                               pinned: pinned, debugBypassEnabled: false), ledger: ledger)
+        // A pinned IP literal (no rule of its own here) is judged by the file's one rule.
+        let rule = snapshot.policy.rule(for: authority) ?? snapshot.policy.rule(for: try! Authority.parse("api.pinproxy.test:443").get())!
+        return StreamCheck(StreamCheck.Context(authority: authority, snapshot: snapshot, pinning: pinned ? .pinned(rule: rule, probe: nil) : .unpinned,
+                                               debugBypassEnabled: false), ledger: ledger)
     }
 
     static func bytes(_ base64: String) -> [UInt8] { Array(Data(base64Encoded: base64, options: .ignoreUnknownCharacters)!) }
@@ -61,8 +63,8 @@ import Testing
         let check = Self.check()
         #expect(Self.feed(check, .client, Self.bytes(TLSReaderVectors.opensslTLS12Client), drip: drip) == .release)  // watched on
         #expect(Self.released(Self.feed(check, .upstream, Self.bytes(TLSReaderVectors.opensslTLS12Server), drip: drip)))
-        #expect(check.verification == .probeAndStream && check.tunnelVersion == "TLSv1.2")
-        #expect(check.judgement.map { if case .verified = $0.validation { true } else { false } } == true)
+        #expect(check.summary.verification == .probeAndStream && check.summary.tlsVersion == "TLSv1.2")
+        #expect(check.summary.judged.map { if case .verified = $0.validation { true } else { false } } == true)
     }
 
     @Test(arguments: [false, true])
@@ -101,9 +103,9 @@ import Testing
     @Test func reportModeNeverStopsTheChainFromBeingJudged() {
         let check = Self.check(pin: Self.rogueLeaf, mode: "report", target: "api.pinproxy.test:443")
         #expect(Self.released(Self.feed(check, .client, Self.bytes(TLSReaderVectors.opensslNoSNIClient))))  // sni_mismatch, overlooked
-        #expect(check.overlooked?.reason == .sniMismatch)
+        #expect(check.summary.overlooked?.reason == .sniMismatch)
         #expect(Self.released(Self.feed(check, .upstream, Self.bytes(TLSReaderVectors.opensslNoSNIServer))))
-        #expect(check.judgement != nil && check.verification == .bypass)
+        #expect(check.summary.judged != nil && check.summary.verification == .bypass)
     }
 
     @Test func cleartextIsRefusedEvenInReportMode() {
@@ -118,7 +120,7 @@ import Testing
         let check = Self.check(pin: Self.rogueLeaf, mode: "report")
         _ = Self.feed(check, .client, Self.bytes(TLSReaderVectors.opensslTLS12Client))
         #expect(Self.released(Self.feed(check, .upstream, Self.bytes(TLSReaderVectors.opensslTLS12Server))))
-        #expect(check.verification == .bypass && check.overlooked?.reason == .policy(.pinMismatch) && check.overlooked?.basis == .reportMode)
+        #expect(check.summary.verification == .bypass && check.summary.overlooked?.reason == .policy(.pinMismatch) && check.summary.overlooked?.basis == .reportMode)
     }
 
     @Test(arguments: [TLSReaderVectors.opensslTLS13Server, TLSReaderVectors.curlTLS13Server, TLSReaderVectors.helloRetryRequestServer])
@@ -126,7 +128,7 @@ import Testing
         let check = Self.check()
         _ = Self.feed(check, .client, Self.bytes(TLSReaderVectors.opensslTLS13Client))
         #expect(Self.feed(check, .upstream, Self.bytes(server)) == .done)
-        #expect(check.verification == .probeOnly && check.tunnelVersion == "TLSv1.3")
+        #expect(check.summary.verification == .probeOnly && check.summary.tlsVersion == "TLSv1.3")
     }
 
     @Test func aClientHelloWithoutTheConnectHostIsRefused() {
@@ -173,7 +175,7 @@ import Testing
         let resumed = Self.check(ledger: ledger)
         _ = Self.feed(resumed, .client, Self.bytes(TLSReaderVectors.sessionIDResumedClient))
         #expect(Self.feed(resumed, .upstream, Self.bytes(TLSReaderVectors.sessionIDResumedServer)) == .done)
-        #expect(resumed.verification == .probeAndStream)
+        #expect(resumed.summary.verification == .probeAndStream)
 
         let stranger = Self.check()  // a fresh ledger: this session was never seen verified
         _ = Self.feed(stranger, .client, Self.bytes(TLSReaderVectors.sessionIDResumedClient))
@@ -210,8 +212,8 @@ import Testing
         let policy = try! PolicyLoader.load(yaml: yaml, source: "test.yaml", pinFiles: nil)
         let snapshot = try! PolicySnapshot(policy: policy, systemStore: TrustStore.system())
         let authority = try! Authority.parse("www.pinproxy.test:443").get()
-        return StreamCheck(StreamCheck.Context(authority: authority, snapshot: snapshot, rule: snapshot.policy.rule(for: authority),
-                                               pinned: true, debugBypassEnabled: !bypassed.isEmpty), ledger: ResumptionLedger())
+        return StreamCheck(StreamCheck.Context(authority: authority, snapshot: snapshot, pinning: .pinned(rule: snapshot.policy.rule(for: authority)!, probe: nil),
+                                               debugBypassEnabled: !bypassed.isEmpty), ledger: ResumptionLedger())
     }
 
     /// Report mode and the debug bypass are scoped to the CONNECT's host: a ClientHello naming a host
@@ -232,13 +234,13 @@ import Testing
             let answer = Self.feed(check, .client, Self.bytes(client))
             if let overlookedBy {
                 #expect(Self.released(answer), "\(answer)")
-                let basis = check.overlooked?.basis
+                let basis = check.summary.overlooked?.basis
                 if case .debugBypass = overlookedBy, case .debugBypass = basis {} else { #expect(basis == overlookedBy) }
-                #expect(check.overlooked?.reason == .sniMismatch)
+                #expect(check.summary.overlooked?.reason == .sniMismatch)
             } else {
                 guard case .refuse(let refusal) = answer else { Issue.record("\(connectMode)/\(sniMode)/\(bypassed): \(answer)"); continue }
                 #expect(refusal.reason == .sniMismatch && refusal.detail.contains("api.pinproxy.test, which the rule at line"))
-                #expect(check.overlooked == nil)
+                #expect(check.summary.overlooked == nil)
             }
         }
     }
@@ -261,8 +263,8 @@ import Testing
             let policy = try! PolicyLoader.load(yaml: yaml, source: "test.yaml", pinFiles: nil)
             let snapshot = try! PolicySnapshot(policy: policy, systemStore: TrustStore.system())
             let authority = try! Authority.parse("x.api.pinproxy.test:443").get()
-            return StreamCheck(StreamCheck.Context(authority: authority, snapshot: snapshot, rule: snapshot.policy.rule(for: authority),
-                                                   pinned: true, debugBypassEnabled: bypassed), ledger: ResumptionLedger())
+            return StreamCheck(StreamCheck.Context(authority: authority, snapshot: snapshot, pinning: .pinned(rule: snapshot.policy.rule(for: authority)!, probe: nil),
+                                                   debugBypassEnabled: bypassed), ledger: ResumptionLedger())
         }
         guard case .refuse(let refusal) = Self.feed(check(mode: "enforce", bypassed: true), .client, Self.bytes(TLSReaderVectors.opensslTLS12Client)) else {
             Issue.record("the bypass for x.api.pinproxy.test must not reach api.pinproxy.test"); return
@@ -270,6 +272,6 @@ import Testing
         #expect(refusal.reason == .sniMismatch && refusal.detail == "the ClientHello names api.pinproxy.test, the CONNECT was for x.api.pinproxy.test")
         let report = check(mode: "report", bypassed: false)
         #expect(Self.released(Self.feed(report, .client, Self.bytes(TLSReaderVectors.opensslTLS12Client))))
-        #expect(report.overlooked?.basis == .reportMode)
+        #expect(report.summary.overlooked?.basis == .reportMode)
     }
 }

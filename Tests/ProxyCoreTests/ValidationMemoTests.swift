@@ -14,8 +14,7 @@ import Testing
             proxy: { allowed_ports: [443], verify_cache_ttl: \(ttl), dns: { nameservers: [], hosts_file: none } }
             defaults: { unpinned: allow, require_backup: off, trust: "\(trust)" }
             """
-        let policy = try! PolicyLoader.load(yaml: yaml, source: "test.yaml", pinFiles: nil)
-        return try! PolicySnapshot(policy: policy, systemStore: TrustStore.system())
+        return PolicySnapshot.loaded(from: yaml)
     }
 
     static func chain(_ name: String) -> [Certificate] { try! Certificate.load(file: Paths.fixture("\(name).chain.pem")) }

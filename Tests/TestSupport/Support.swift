@@ -461,17 +461,8 @@ public func rawResponseHead(port: UInt16, send: [UInt8], timeout: Double = 15) t
 }
 
 public func rawExchangeBytes(port: UInt16, send: [UInt8], timeout: Double = 15, readLimit: Int = 1 << 20, stopAtHeadEnd: Bool = false) throws -> [UInt8] {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw HelperError(message: "socket failed") }
+    let fd = try connectedSocket(port: port)
     defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = port.bigEndian
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard connected == 0 else { throw HelperError(message: "connect to proxy failed") }
     // SO_RCVTIMEO of zero means "block forever": keep the fraction.
     var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1_000_000))
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))

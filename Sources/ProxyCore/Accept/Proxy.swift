@@ -197,13 +197,13 @@ public final class Proxy {
         counters.accepted += 1
         // A client outside allow_clients is closed at once: it never gets to hold a session or
         // feed the request parser. Throttled, so a flood from outside cannot fill the log.
-        guard snapshot.policy.proxy.allowClients.contains(client.ip) else {
+        if let refused = AdmissionGate.refusesClient(client.ip, policy: snapshot.policy)?.refusal {
             close(fd)
             counters.rejected += 1
             if let suppressed = outsiderLog.note(at: ContinuousClock.now) {
                 logger.emit(LogRecord(.warning, "request_rejected", [
-                    ("client", .string(client.description)), ("reason", .string(RefusalReason.clientNotAllowed.rawValue)),
-                    ("detail", .string("client \(client.ip) is not in allow_clients; closed at accept")), ("suppressed", .int(suppressed)),
+                    ("client", .string(client.description)), ("reason", .string(refused.reason)),
+                    ("detail", .string("\(refused.detail); closed at accept")), ("suppressed", .int(suppressed)),
                 ]))
             }
             return
@@ -233,9 +233,9 @@ public final class Proxy {
     /// be answered.
     private func acceptFailed(_ listener: Listener, errno code: Int32) {
         let outOfDescriptors = code == EMFILE || code == ENFILE
-        let allowClients = snapshot.policy.proxy.allowClients
+        let policy = snapshot.policy
         let answered = outOfDescriptors && reserve.answerOne(from: listener.fd, with: Self.outOfDescriptorsAnswer) {
-            allowClients.contains($0.ip)
+            AdmissionGate.refusesClient($0.ip, policy: policy) == nil
         }
         if answered {
             counters.countRefusal(reason: NetworkRefusal.outOfFileDescriptors.rawValue)

@@ -162,7 +162,7 @@ struct ProbeCache {
     private var entries: [ProbeHub.Key: (result: ProbeResult, at: ContinuousClock.Instant, until: ContinuousClock.Instant, stored: Int)] = [:]
     /// Keys in the order they were stored, with the store they belong to: an entry replaced or
     /// expired since leaves a stale pair behind, skipped when it reaches the front.
-    private var order: [(key: ProbeHub.Key, stored: Int)] = []
+    private(set) var order: [(key: ProbeHub.Key, stored: Int)] = []
     private var stores = 0
     let capacity: Int
 

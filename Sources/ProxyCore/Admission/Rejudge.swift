@@ -2,11 +2,45 @@ import Foundation
 import PinPolicy
 import TLSInspection
 
+/// Why a reload closes an open tunnel, with the evidence its detail names. `code` is the
+/// `tunnel_closed` line's `reason`: a policy refusal's reason, or `unverified_chain`.
+enum ReloadCause: Equatable, Sendable {
+    /// The address the tunnel reached is in the reloaded `deny_destinations`.
+    case addressDenied(IPAddress)
+    /// The reloaded policy refuses the CONNECT itself (client, port, destination, `unpinned: deny`).
+    case admissionRefused(AdmissionCause)
+    /// The reloaded policy pins the target, and the tunnel was opened unpinned: no chain to judge.
+    case pinnedWithoutChain(Target, ruleLine: Int)
+    /// A certificate of the tunnel's chain no longer parses.
+    case chainUnparsable
+    /// The reloaded policy refuses the tunnel's chain; `failure` is the chain's validation failure, if any.
+    case chainRefused(RefusalReason, failure: String?)
+
+    var code: String {
+        switch self {
+        case .addressDenied: return RefusalReason.destinationProhibited.rawValue
+        case .admissionRefused(let cause): return cause.refusal.reason
+        case .chainRefused(let reason, _): return reason.rawValue
+        case .pinnedWithoutChain, .chainUnparsable: return "unverified_chain"
+        }
+    }
+
+    var detail: String {
+        switch self {
+        case .addressDenied(let address): return "the tunnel's address \(address) is in the reloaded deny_destinations"
+        case .admissionRefused: return "the reloaded policy refuses this CONNECT before any chain is looked at"
+        case .pinnedWithoutChain(let target, let line):
+            return "the reloaded policy pins \(target) (rule at line \(line)); this tunnel was opened unpinned, with no chain to judge"
+        case .chainUnparsable: return "a certificate of the tunnel's chain no longer parses"
+        case .chainRefused(let reason, let failure): return "the reloaded policy refuses the tunnel's chain: \(failure ?? reason.rawValue)"
+        }
+    }
+}
+
 /// What a reload makes of a tunnel that is already open.
 enum ReloadVerdict: Equatable {
     case stands
-    /// The new policy refuses it: `reason` as a refusal would say it.
-    case closes(reason: String, detail: String)
+    case closes(ReloadCause)
 }
 
 extension PolicySnapshot {
@@ -16,28 +50,20 @@ extension PolicySnapshot {
     /// was opened unpinned).
     func rejudge(_ authority: Authority, client: IPAddress, address: IPAddress?, chain: [[UInt8]]?, at now: Date,
                  debugBypassEnabled: Bool) -> ReloadVerdict {
-        if let address, policy.proxy.denyDestinations.containsAnyForm(of: address) {
-            return .closes(reason: RefusalReason.destinationProhibited.rawValue, detail: "the tunnel's address \(address) is in the reloaded deny_destinations")
-        }
-        switch policy.admit(authority, client: client) {
-        case .decided(.refused(let reason), _):
-            return .closes(reason: reason.rawValue, detail: "the reloaded policy refuses this CONNECT before any chain is looked at")
-        case .decided:
+        // No loop to look for: the tunnel is open, so its address was not pinproxy's own.
+        let destinations = DestinationFilter(deny: policy.proxy.denyDestinations) { _ in false }
+        if let address, destinations.entry(denying: address) != nil { return .closes(.addressDenied(address)) }
+        switch AdmissionGate.admit(authority, client: client, policy: policy, kind: .connect) {
+        case .refused(let cause):
+            return .closes(.admissionRefused(cause))
+        case .unpinned:
             return .stands
         case .probe(let rule):
-            guard let chain, !chain.isEmpty else {
-                return .closes(reason: "unverified_chain", detail: "the reloaded policy pins \(authority.target) (rule at line \(rule.line)); this tunnel was opened unpinned, with no chain to judge")
-            }
-            var presented: [Certificate] = []
-            for der in chain {
-                guard let certificate = Certificate.fromDER(der) else {
-                    return .closes(reason: "unverified_chain", detail: "a certificate of the tunnel's chain no longer parses")
-                }
-                presented.append(certificate)
-            }
+            guard let chain, !chain.isEmpty else { return .closes(.pinnedWithoutChain(authority.target, ruleLine: rule.line)) }
+            guard let presented = Certificate.chain(fromDER: chain) else { return .closes(.chainUnparsable) }
             let (_, evaluation) = judge(presented, target: authority.target, rule: rule, at: now, debugBypassEnabled: debugBypassEnabled)
             guard case .refused(let reason) = evaluation.verdict else { return .stands }
-            return .closes(reason: reason.rawValue, detail: "the reloaded policy refuses the tunnel's chain: \(evaluation.chainFailure?.detail ?? reason.rawValue)")
+            return .closes(.chainRefused(reason, failure: evaluation.chainFailure?.detail))
         }
     }
 }

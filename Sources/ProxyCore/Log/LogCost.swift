@@ -35,7 +35,7 @@ import PinPolicy
         let record = tunnel.record.renumbered(conn)
         logger.emitDecision(record)
         let closed = ClosedTunnel(record: record, openedTunnel: true, bytesUp: 517, bytesDown: 1_048_576 + conn,
-                                  duration: .milliseconds(12), check: nil, relay: .copy)
+                                  duration: .milliseconds(12), stream: nil, relay: .copy)
         logger.emitEnd(.closed(.relay(.finished), closed))
     }
 }

@@ -95,14 +95,14 @@ enum SessionLog {
             if closed.openedTunnel, let relay = closed.relay { r["relay"] = .string(relay.rawValue) }
             tunnelVersion(closed, into: &r)
             r["close_reason"] = .string(closed.openedTunnel ? reason.code : "\(reason.code)_before_decision")
-            if case .policyReload(let refusal, let detail) = reason {
-                r["reason"] = .string(refusal)
-                r["detail"] = .string(detail)
+            if case .policyReload(let cause) = reason {
+                r["reason"] = .string(cause.code)
+                r["detail"] = .string(cause.detail)
             }
             return r
         case .streamRefused(let refusal, let closed):
             var s = closed.record
-            if let judged = closed.check?.judgement {
+            if let judged = closed.stream?.judged {
                 s.validation = judged.validation
                 s.evaluation = judged.evaluation
             }
@@ -120,7 +120,7 @@ enum SessionLog {
     }
 
     /// A stream-check refusal that report mode or a debug bypass let through.
-    static func overlooked(_ overlooked: StreamCheck.Overlooked, record s: DecisionRecord) -> LogRecord {
+    static func overlooked(_ overlooked: StreamSummary.Overlooked, record s: DecisionRecord) -> LogRecord {
         var r = LogRecord(.warning, "tunnel_warning", identity(s) + ruleFields(s))
         r.fields += [("reason", .string(overlooked.reason.code)), ("stage", .string("stream")), ("would_refuse", .bool(true)),
                      ("bypass", .string(overlooked.basis.code)), ("detail", .string(overlooked.detail))]
@@ -145,13 +145,13 @@ enum SessionLog {
 
     private static func verification(_ closed: ClosedTunnel) -> Verification {
         if case .bypassed? = closed.record.verdict { return .bypass }
-        if let check = closed.check { return check.verification }
+        if let stream = closed.stream { return stream.verification }
         return closed.record.validation == nil ? .unpinned : .probeOnly
     }
 
     /// The TLS version the tunnel itself negotiated, and the probe's when they differ.
     private static func tunnelVersion(_ closed: ClosedTunnel, into r: inout LogRecord) {
-        guard let version = closed.check?.tunnelVersion else { return }
+        guard let version = closed.stream?.tlsVersion else { return }
         let probe = closed.record.tlsVersion
         r["tls"] = .string(version)
         if !probe.isEmpty && probe != version { r["probe_tls"] = .string(probe) }

@@ -69,8 +69,8 @@ public enum OneShotProbe {
                     request = resolver!.resolve(name) { result in
                         switch result {
                         case .success(let addresses): probeAddresses(addresses)
-                        case .failure(.notFound(let why)), .failure(.failed(let why)):
-                            finish(.failure(Failure(description: "\(name) did not resolve: \(why)")))
+                        case .failure(let failure):
+                            finish(.failure(Failure(description: failure.detail(resolving: name))))
                         }
                     }
                 }

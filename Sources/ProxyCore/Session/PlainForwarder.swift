@@ -144,7 +144,7 @@ final class PlainForwarder {
     /// allow ends now (a host just pinned is not fetched in cleartext to the end of a long transfer).
     func policyChanged(to policy: Policy) {
         guard let server else { return }
-        let refusal = PlainAdmission.judge(server.authority, client: clientAddress.ip, policy: policy)
+        let refusal = AdmissionGate.admit(server.authority, client: clientAddress.ip, policy: policy, kind: .plain).refusal
             ?? (server.isAllowed(under: policy) ? nil : .policy(.destinationProhibited, detail: "a reload denied \(server.address.ip)"))
         guard let refusal else { return }
         if case .exchanging(let exchange) = stage { return abort(exchange, outcome: "policy_reload", refusal: refusal) }
@@ -156,7 +156,7 @@ final class PlainForwarder {
     /// A request head arrived: admit it, then reach its server (or reuse the kept connection).
     func handle(_ request: PlainRequest) {
         let policy = worker.snapshot.policy
-        if let refusal = PlainAdmission.judge(request.authority, client: clientAddress.ip, policy: policy) {
+        if let refusal = AdmissionGate.admit(request.authority, client: clientAddress.ip, policy: policy, kind: .plain).refusal {
             return refuse(refusal, request)
         }
         if let server, server.fits(request.authority, under: policy) {
@@ -189,8 +189,7 @@ final class PlainForwarder {
                     if case .over = stage { return }
                     switch result {
                     case .success(let addresses): addressesKnown(request, addresses)
-                    case .failure(.notFound(let why)): refuse(.dnsError("\(name) did not resolve: \(why)"), request)
-                    case .failure(.failed(let why)): refuse(.dnsError("resolving \(name) failed: \(why)"), request)
+                    case .failure(let failure): refuse(.dnsError(failure.detail(resolving: name)), request)
                     }
                 }
             }
@@ -199,17 +198,11 @@ final class PlainForwarder {
     }
 
     private func addressesKnown(_ request: PlainRequest, _ all: [IPAddress]) {
-        let deny = worker.snapshot.policy.proxy.denyDestinations
-        let allowed = all.filter { !deny.containsAnyForm(of: $0) }
-        let port = request.authority.port
-        guard !allowed.isEmpty else {
-            let names = all.map { "\($0) (\(deny.entry(containingAnyFormOf: $0)?.name ?? "?"))" }.joined(separator: ", ")
-            return refuse(.policy(.destinationProhibited, detail: "\(request.authority.target) resolved only to denied destinations: \(names)"), request)
+        let filter = DestinationFilter(deny: worker.snapshot.policy.proxy.denyDestinations) { [worker] in worker.isOwnAddress($0) }
+        switch filter.filter(all, for: request.authority) {
+        case .reach(let allowed): connect(request, to: allowed.map { SocketAddress(ip: $0, port: request.authority.port) })
+        case .refused(let cause): refuse(cause.refusal, request)
         }
-        if let loop = allowed.first(where: { worker.isOwnAddress(SocketAddress(ip: $0, port: port)) }) {
-            return refuse(.loop("\(request.authority) is pinproxy's own listening address \(SocketAddress(ip: loop, port: port))"), request)
-        }
-        connect(request, to: allowed.map { SocketAddress(ip: $0, port: port) })
     }
 
     private func connect(_ request: PlainRequest, to addresses: [SocketAddress]) {
@@ -456,7 +449,7 @@ final class PlainForwarder {
         headTimer = nil
         switch PlainRequest.parse(head: head) {
         case .success(let request):
-            if worker.snapshot.policy.proxy.plainHTTP == .refuse { return refuse(PlainAdmission.refusedByMode, request) }
+            if worker.snapshot.policy.proxy.plainHTTP == .refuse { return refuse(AdmissionCause.plainHTTPRefused.refusal, request) }
             client.disable(EV_READ)  // the body is read once the server is reached
             handle(request)
         case .failure(let problem):
@@ -524,7 +517,7 @@ final class PlainForwarder {
             stage = .awaitingHead
             // Admitted again under the policy in force now: a reload may have pinned or denied it meanwhile.
             let policy = worker.snapshot.policy
-            if let refusal = PlainAdmission.judge(exchange.request.authority, client: clientAddress.ip, policy: policy) {
+            if let refusal = AdmissionGate.admit(exchange.request.authority, client: clientAddress.ip, policy: policy, kind: .plain).refusal {
                 log(exchange, outcome: "policy_reload")
                 return refuse(refusal, exchange.request)
             }
@@ -556,45 +549,6 @@ final class PlainForwarder {
 
     private func rejectedLine(_ refusal: Refusal, _ request: PlainRequest) -> LogRecord {
         PlainLog.rejected(refusal, conn: conn, client: clientAddress, request: request)
-    }
-}
-
-/// Whether a plain-HTTP request may go to its target, before any DNS: the same admission as a
-/// CONNECT, with `allowed_plain_ports` in place of `allowed_ports`, and one rule of its own first: a
-/// host a rule pins (on any port) is never reached over plain HTTP.
-enum PlainAdmission {
-    static let refusedByMode = Refusal(.network(.plainHTTPRefused), detail: "proxy.plain_http is refuse: pinproxy forwards no plain-HTTP request")
-
-    static func judge(_ authority: Authority, client: IPAddress, policy: Policy) -> Refusal? {
-        let settings = policy.proxy
-        if settings.plainHTTP == .refuse { return refusedByMode }
-        if !settings.allowClients.contains(client) {
-            return .policy(.clientNotAllowed, detail: "client \(client) is not in allow_clients")
-        }
-        if let rule = pinningRule(for: authority.target, policy: policy) {
-            return Refusal(.network(.plainHTTPToPinnedHost),
-                           detail: "\(authority.target) is pinned by the rule \(rule.name) (line \(rule.line)), so it is reached only over HTTPS")
-        }
-        if !settings.allowedPlainPorts.contains(authority.port) {
-            return Refusal(.network(.plainPortNotAllowed),
-                           detail: "port \(authority.port) is not in allowed_plain_ports (\(settings.allowedPlainPorts.map(String.init).joined(separator: ", ")))")
-        }
-        if case .ip(let address) = authority.target, settings.denyDestinations.containsAnyForm(of: address) {
-            let entry = settings.denyDestinations.entry(containingAnyFormOf: address)
-            return .policy(.destinationProhibited, detail: "\(authority.target) is in deny_destinations (\(entry?.name ?? "?"))")
-        }
-        let rule = policy.rule(for: authority)
-        if rule == nil && policy.defaults.unpinned == .deny {
-            return .policy(.unpinnedDenied, detail: "no rule lets plain HTTP reach \(authority.target) and defaults.unpinned is deny")
-        }
-        return nil
-    }
-
-    /// The first rule that pins this host on any port (a rule in `unpinned` mode pins nothing).
-    static func pinningRule(for target: Target, policy: Policy) -> Rule? {
-        var candidates = [target]
-        if case .ip(let address) = target, let embedded = address.embeddedIPv4 { candidates.append(.ip(embedded)) }
-        return policy.rules.first { rule in rule.mode != .unpinned && candidates.contains { rule.pattern.matches($0) } }
     }
 }
 

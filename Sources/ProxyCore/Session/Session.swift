@@ -140,17 +140,17 @@ final class Session {
         guard case .relaying(let relay, _) = work, let record = opened?.record, let authority = record.authority else { return }
         var probe: Judgement?
         if case .relaying(_, let judgement) = machine.state { probe = judgement }
-        let chain = relay.check?.judgedChain ?? probe?.presentedDER
+        let chain = relay.check?.summary.judged?.der ?? probe?.presentedDER
         // Through a parent proxy the address is the parent's: `deny_destinations` judged the target.
         let viaParent = machine.admitted?.snapshot.policy.proxy.upstreamProxy != nil
         let verdict = fresh.rejudge(authority, client: client.ip, address: viaParent ? nil : record.address?.ip, chain: chain, at: Date(),
                                     debugBypassEnabled: worker.debugBypassEnabled)
-        guard case .closes(let reason, let detail) = verdict else {
+        guard case .closes(let cause) = verdict else {
             relay.check?.policyChanged(to: fresh)
             return
         }
         relay.abortOnClose()
-        finish(.policyReload(reason: reason, detail: detail))
+        finish(.policyReload(cause))
     }
 
     /// Ends the session without a refusal: shutdown, a hang-up, the relay's end.
@@ -288,10 +288,10 @@ final class Session {
         var probe: Judgement?
         if case .relaying(_, let judgement) = machine.state { probe = judgement }
         let check = machine.admitted.map { admitted in
-            StreamCheck(StreamCheck.Context(authority: admitted.authority, snapshot: admitted.snapshot, rule: admitted.rule,
-                                            pinned: record.validation != nil, probe: probe, debugBypassEnabled: worker.debugBypassEnabled,
-                                            keyLog: worker.keyLog),
-                        ledger: worker.resumptions)
+            let pinning: StreamCheck.Context.Pinning = if let rule = admitted.rule, let probe { .pinned(rule: rule, probe: probe) } else { .unpinned }
+            return StreamCheck(StreamCheck.Context(authority: admitted.authority, snapshot: admitted.snapshot, pinning: pinning,
+                                                   debugBypassEnabled: worker.debugBypassEnabled, keyLog: worker.keyLog),
+                               ledger: worker.resumptions)
         }
         check?.notify = { [unowned self] note in worker.logStreamNote(note, record: record) }
         let relay = Relay(loop: worker.loop, client: clientSide, upstream: upstream, idleTimeout: settings.idleTimeout, check: check,
@@ -315,7 +315,7 @@ final class Session {
         let record = opened?.record ?? machine.admitted.map { DecisionRecord(conn: id, client: client, admitted: $0, judgement: nil) }
             ?? DecisionRecord(conn: id, client: client)
         return ClosedTunnel(record: record, openedTunnel: openedTunnel, bytesUp: bytes.up, bytesDown: bytes.down,
-                            duration: ContinuousClock.now - (opened?.at ?? acceptedAt), check: relay?.check, relay: relay?.stage)
+                            duration: ContinuousClock.now - (opened?.at ?? acceptedAt), stream: relay?.check?.summary, relay: relay?.stage)
     }
 
     /// Writes the refusal, then a lingering close: half-close our side once it is flushed and
@@ -351,8 +351,9 @@ struct ClosedTunnel {
     let bytesUp: Int
     let bytesDown: Int
     let duration: Duration
-    /// The tunnel's stream check, when it had one: how it was verified, the TLS it negotiated.
-    let check: StreamCheck?
+    /// What the tunnel's stream check found, when it had one: how it was verified, the TLS it
+    /// negotiated, the chain it judged.
+    let stream: StreamSummary?
     /// Which relay carried it at the end (nil: it never opened).
     let relay: RelayStage?
 }

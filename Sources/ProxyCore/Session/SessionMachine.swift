@@ -37,7 +37,7 @@ enum CloseReason: Equatable, Sendable {
     /// (`SilentConnections`); counted and summarised by the worker, no line of its own.
     case reaped
     /// A reload's policy refuses the open tunnel (a key deny-listed, a pin removed, …).
-    case policyReload(reason: String, detail: String)
+    case policyReload(ReloadCause)
 
     var code: String {
         switch self {
@@ -203,12 +203,12 @@ struct SessionMachine {
         if stopping { return refuse(.shuttingDown, record) }
         let policy = snapshot.policy
         let rule: Rule?, unpinned: Verdict?
-        switch policy.admit(authority, client: client.ip) {
-        case .decided(.refused(let reason), _):
-            record.verdict = .refused(reason)
-            return refuse(.policy(reason, detail: admissionDetail(reason, authority, policy.proxy)), record)
-        case .decided(let verdict, let matched):
-            (rule, unpinned) = (matched, verdict)
+        switch AdmissionGate.admit(authority, client: client.ip, policy: policy, kind: .connect) {
+        case .refused(let cause):
+            record.verdict = cause.policyReason.map(Verdict.refused)
+            return refuse(cause.refusal, record)
+        case .unpinned(let basis, let matched):
+            (rule, unpinned) = (matched, .unpinned(basis))
         case .probe(let matched):
             (rule, unpinned) = (matched, nil)
         }
@@ -236,8 +236,7 @@ struct SessionMachine {
         }
         switch result {
         case .success(let addresses): return addressesKnown(addresses)
-        case .failure(.notFound(let why)): return refuse(.dnsError("\(name) did not resolve: \(why)"))
-        case .failure(.failed(let why)): return refuse(.dnsError("resolving \(name) failed: \(why)"))
+        case .failure(let failure): return refuse(.dnsError(failure.detail(resolving: name)))
         }
     }
 
@@ -252,16 +251,15 @@ struct SessionMachine {
     private mutating func addressesKnown(_ all: [IPAddress]) -> Action {
         guard case .resolving(let admitted) = state else { preconditionFailure("addresses in \(state)") }
         let authority = admitted.authority
-        let deny = admitted.snapshot.policy.proxy.denyDestinations
-        let allowed = all.filter { !deny.containsAnyForm(of: $0) }
-        guard !allowed.isEmpty else {
-            let names = all.map { "\($0) (\(deny.entry(containingAnyFormOf: $0)?.name ?? "?"))" }.joined(separator: ", ")
+        let filter = DestinationFilter(deny: admitted.snapshot.policy.proxy.denyDestinations, isOwnAddress: isOwnAddress)
+        let allowed: [IPAddress]
+        switch filter.filter(all, for: authority) {
+        case .reach(let addresses):
+            allowed = addresses
+        case .refused(let cause):
             var record = DecisionRecord(conn: conn, client: client, admitted: admitted, judgement: nil)
-            record.verdict = .refused(.destinationProhibited)
-            return refuse(.policy(.destinationProhibited, detail: "\(authority.target) resolved only to denied destinations: \(names)"), record)
-        }
-        if let loop = allowed.first(where: { isOwnAddress(SocketAddress(ip: $0, port: authority.port)) }) {
-            return refuse(.loop("\(authority) is pinproxy's own listening address \(SocketAddress(ip: loop, port: authority.port))"))
+            if case .policy(let reason) = cause.refusal.code { record.verdict = .refused(reason) }
+            return refuse(cause.refusal, record)
         }
         if let parent = admitted.snapshot.policy.proxy.upstreamProxy {
             return throughParent(admitted, ParentHop(parent: parent, target: authority))
@@ -366,19 +364,6 @@ struct SessionMachine {
             ?? DecisionRecord(conn: conn, client: client)
         state = .lingering
         return .refuse(refusal, record)
-    }
-
-    private func admissionDetail(_ reason: RefusalReason, _ authority: Authority, _ settings: ProxySettings) -> String {
-        let host = authority.target.description
-        switch reason {
-        case .portNotAllowed: return "port \(authority.port) is not in allowed_ports (\(settings.allowedPorts.map(String.init).joined(separator: ", ")))"
-        case .destinationProhibited:
-            let entry = authority.target.ipValue.flatMap { settings.denyDestinations.entry(containingAnyFormOf: $0) }
-            return "\(host) is in deny_destinations (\(entry?.name ?? "?"))"
-        case .clientNotAllowed: return "client \(client.ip) is not in allow_clients"
-        case .unpinnedDenied: return "no rule pins \(host) and defaults.unpinned is deny"
-        default: return reason.rawValue
-        }
     }
 
     private func refusalDetail(_ reason: RefusalReason, _ authority: Authority, _ evaluation: Evaluation) -> String {

@@ -207,7 +207,7 @@ final class RelayShared {
     static let maxIdlePipes = 16
 
     private var block: UnsafeMutableRawBufferPointer?
-    private var idlePipes: [PipePair] = []
+    private(set) var idlePipes: [PipePair] = []
     /// Open splice directions; at zero the idle pipes are closed.
     var spliceConduits = 0 {
         didSet { if spliceConduits == 0 { idlePipes.removeAll() } }

@@ -1,0 +1,54 @@
+import Foundation
+import PinPolicy
+
+extension StreamCheck {
+    /// What a tunnel's stream check judges by: the CONNECT, the policy in force, and for a pinned
+    /// tunnel the rule and the probe's judgement.
+    struct Context {
+        /// Whether the CONNECT was judged on a probe's chain.
+        enum Pinning {
+            /// `probe` is the probe's judgement by `rule` (nil once a reload judges afresh).
+            case pinned(rule: Rule, probe: Judgement?)
+            /// No chain was judged: the check only keeps the SNI from reaching a pinned name.
+            case unpinned
+        }
+
+        let authority: Authority
+        private(set) var snapshot: PolicySnapshot
+        private(set) var pinning: Pinning
+        let debugBypassEnabled: Bool
+        /// The client's key log, when `proxy.keylog` is set (TLS 1.3 tunnels are then verified in
+        /// the stream too).
+        var keyLog: KeyLogSource? = nil
+
+        var isPinned: Bool {
+            if case .pinned = pinning { return true }
+            return false
+        }
+
+        /// The rule a pinned tunnel is judged by.
+        var rule: Rule? {
+            if case .pinned(let rule, _) = pinning { return rule }
+            return nil
+        }
+
+        /// A reload the open tunnel survived: what is still to judge is judged under the new policy,
+        /// no longer by the probe's judgement. A policy that no longer pins the host left the tunnel
+        /// standing unpinned, so the check goes on as for an unpinned tunnel.
+        mutating func policyChanged(to snapshot: PolicySnapshot) {
+            self.snapshot = snapshot
+            guard isPinned else { return }
+            pinning = snapshot.policy.rule(for: authority).map { .pinned(rule: $0, probe: nil) } ?? .unpinned
+        }
+
+        /// What lets a would-refuse of this tunnel through now: an active debug bypass for its
+        /// target, or report mode on its rule. Nil for an unpinned tunnel.
+        func bypassBasis(at now: Date) -> BypassBasis? {
+            guard let rule else { return nil }
+            if let bypass = snapshot.policy.debugBypass(for: authority.target, at: now, enabled: debugBypassEnabled) {
+                return .debugBypass(until: bypass.until)
+            }
+            return rule.mode == .report ? .reportMode : nil
+        }
+    }
+}

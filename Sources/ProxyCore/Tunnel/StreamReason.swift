@@ -1,0 +1,32 @@
+import PinPolicy
+
+/// Why the stream check closes a tunnel.
+enum StreamReason: Hashable, Sendable {
+    /// The client's first bytes are not a TLS ClientHello (a pinned tunnel carries only TLS).
+    case notTLS
+    /// The ClientHello names another host than the CONNECT, or one another enforced rule pins.
+    case sniMismatch
+    /// A TLS 1.2 resumption of a session pinproxy never saw verified.
+    case unverifiedResumption
+    /// The TLS the peers exchanged does not parse (or exceeds the reader's limits).
+    case malformedTLS
+    /// The chain the server sent in the tunnel fails the rule, as a probe's would.
+    case policy(RefusalReason)
+    /// TLS 1.3: the client's key-log line does not open the server's flight, conflicts with another,
+    /// or opens a flight its leaf's key did not sign.
+    case keylogInvalid
+    /// TLS 1.3 under `require_keylog`: no key-log line for the handshake within `wait`.
+    case keylogMissing
+
+    var code: String {
+        switch self {
+        case .notTLS: return "not_tls"
+        case .sniMismatch: return "sni_mismatch"
+        case .unverifiedResumption: return "unverified_resumption"
+        case .malformedTLS: return "tls_protocol_error"
+        case .policy(let reason): return reason.rawValue
+        case .keylogInvalid: return "keylog_invalid"
+        case .keylogMissing: return "keylog_missing"
+        }
+    }
+}
