@@ -275,6 +275,20 @@ func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, ar
         #expect(line["hint"] == "another process listens on 127.0.0.1:\(port) (ss -ltnp 'sport = :\(port)' names it): stop it, or give pinproxy another address with --listen or proxy.listen")
     }
 
+    /// The second address fails after the first is listening: the start fails the same way, and the
+    /// first listener is freed (issue 17 found it leaked while the proxy held raw listener pointers;
+    /// LeakSanitizer checks it under `.ci/sanitizers address`).
+    @Test func aSecondListenAddressInUseFailsTheStartAndFreesTheFirst() throws {
+        let (taken, port) = try boundLoopbackSocket()
+        defer { close(taken) }
+        #expect(listen(taken, 1) == 0)
+        let path = try temporaryFile("version: 1\ndefaults: {unpinned: allow}\n")
+        let r = try run(Paths.pinproxy, ["run", "--config", path, "--listen", "127.0.0.1:0", "--listen", "127.0.0.1:\(port)"], timeout: 30)
+        #expect(r.status == 1)
+        let line = parseLogLine(String(r.stderr.split(separator: "\n").last ?? ""))
+        #expect(line["event"] == "start_failed" && line["detail"] == "cannot listen on 127.0.0.1:\(port): Address already in use")
+    }
+
     /// `--generate-completion-script` is documented in the README and shown by `--help`.
     @Test func helpShowsTheCompletionScriptOption() throws {
         let r = try pinproxy("--help")

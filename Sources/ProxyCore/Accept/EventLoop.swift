@@ -59,7 +59,8 @@ final class Timer {
         self.loop = loop
         let flags = Int16(repeating ? EV_PERSIST : 0)
         event = event_new(loop.base, -1, flags, { _, _, ctx in
-            let timer = Unmanaged<Timer>.fromOpaque(ctx!).takeUnretainedValue()
+            guard let ctx else { preconditionFailure("timer callback without its Timer") }
+            let timer = Unmanaged<Timer>.fromOpaque(ctx).takeUnretainedValue()
             withExtendedLifetime(timer) { timer.action() }
         }, Unmanaged.passUnretained(self).toOpaque())
         var tv = seconds.timeval
@@ -86,7 +87,8 @@ final class SignalWatcher {
         self.action = action
         self.loop = loop
         event = event_new(loop.base, signal, Int16(EV_SIGNAL | EV_PERSIST), { _, _, ctx in
-            let watcher = Unmanaged<SignalWatcher>.fromOpaque(ctx!).takeUnretainedValue()
+            guard let ctx else { preconditionFailure("signal callback without its SignalWatcher") }
+            let watcher = Unmanaged<SignalWatcher>.fromOpaque(ctx).takeUnretainedValue()
             withExtendedLifetime(watcher) { watcher.action() }
         }, Unmanaged.passUnretained(self).toOpaque())
         event_add(event, nil)
@@ -94,3 +96,6 @@ final class SignalWatcher {
 
     deinit { if let event { event_free(event) } }
 }
+
+@available(*, unavailable) extension Timer: Sendable {}
+@available(*, unavailable) extension SignalWatcher: Sendable {}

@@ -4,12 +4,12 @@ import Logging
 import PinPolicy
 import TLSInspection
 
-/// The proxy's supervisor: the listeners, the current policy snapshot, the signals that stop or
-/// reload it, systemd, `stats`, the key-log intake, and the `Worker`s (`proxy.workers`) that carry
-/// the sessions. It runs on the caller's thread, one loop: it accepts, checks `allow_clients`, and
-/// hands each connection to the next worker in turn through the worker's mailbox. A reload
-/// publishes the new immutable snapshot to every worker; `stats` adds up the workers' counters.
-public final class Proxy: @unchecked Sendable {
+/// The proxy, wired: its `Listener`s (with `allow_clients` checked at accept and the accept
+/// backoff), the current policy snapshot and its reloads, the `Supervisor` that carries the sessions
+/// on the worker loops, the `SystemdLink` (notify, watchdog, signals), `stats`, `/metrics` and the
+/// key-log intake. It runs on the caller's thread, one loop. A reload publishes the new immutable
+/// snapshot to every worker; `stats` adds up the proxy's and the workers' `Counters`.
+public final class Proxy {
     public struct Options {
         public var listen: [SocketAddress]?
         public var debugBypass = false
@@ -27,74 +27,24 @@ public final class Proxy: @unchecked Sendable {
         }
     }
 
-    /// What `stats` and `STATUS=` report; counted here, from the decisions and ends, never inside
-    /// logging.
-    struct Counters {
-        var accepted = 0, rejected = 0, refused = 0, allowed = 0, bypassed = 0, unpinned = 0, closed = 0
-        var bytesUp = 0, bytesDown = 0
-        /// Open tunnels a reload's policy refused.
-        var closedByReload = 0
-        var liveSessionObjects = 0
-        /// Connections closed before their first request head to make room (`SilentConnections`).
-        var silentReaped = 0
-        /// `refused` by reason code, for the metrics.
-        var refusedByReason: [String: Int] = [:]
-        var reloadsSucceeded = 0, reloadsFailed = 0
-
-        mutating func count(decision verdict: Verdict?) {
-            switch verdict {
-            case .allowed: allowed += 1
-            case .bypassed: bypassed += 1
-            case .unpinned: unpinned += 1
-            case .refused, nil: break
-            }
-        }
-
-        mutating func count(_ end: SessionEnd) {
-            switch end {
-            case .rejected: rejected += 1
-            case .refused(let refusal, _):
-                refused += 1
-                refusedByReason[refusal.reason, default: 0] += 1
-            case .streamRefused(let refusal, let tunnel):
-                refused += 1
-                refusedByReason[refusal.reason.code, default: 0] += 1
-                bytesUp += tunnel.bytesUp
-                bytesDown += tunnel.bytesDown
-            case .closed(let reason, let tunnel):
-                closed += 1
-                if case .policyReload = reason { closedByReload += 1 }
-                bytesUp += tunnel.bytesUp
-                bytesDown += tunnel.bytesDown
-            }
-        }
-    }
-
     let loop = EventLoop()
-    /// Where workers post back to the supervisor (a finished reload round, a finished worker).
-    private let mailbox: Mailbox
     private(set) var snapshot: PolicySnapshot
     let logger: Logger
     let debugBypassEnabled: Bool
     private let options: Options
-    private var listeners: [OpaquePointer] = []
+    private var listeners: [Listener] = []
     public private(set) var boundAddresses: [SocketAddress] = []
-    private var workers: [Worker] = []
-    /// Who gets the next connection (round robin).
-    private var nextWorker = 0
-    private var workersRunning = 0
-    private var nextID = 1
+    /// The worker loops that carry the sessions.
+    private let supervisor: Supervisor
     /// `max_tunnels`, counted across every worker.
     private let budget = TunnelBudget()
     private(set) var stopping = false
     /// The supervisor's own counts: connections accepted, and those closed at accept (outside
     /// allow_clients). The workers count the rest.
     var counters = Counters()
-    private var signals: [SignalWatcher] = []
     private var statsTimer: Timer?
     /// `stats` lines only when a counter moved (and hourly): an idle proxy's log stays quiet.
     private var statsGate = StatsGate()
-    private var acceptPause: Timer?
     /// Lets a client be told "out of descriptors" when there are none (see `acceptFailed`).
     private let reserve = ReserveDescriptor()
     /// Clients answered from the reserve since the last `accept_failed` line.
@@ -102,8 +52,8 @@ public final class Proxy: @unchecked Sendable {
     private static let outOfDescriptorsAnswer = Refusal.outOfFileDescriptors(
         "pinproxy is out of file descriptors (its RLIMIT_NOFILE); retry when tunnels have closed").response(host: nil)
     private var acceptFailureLog = LogThrottle(interval: .seconds(10))
-    private let systemd = SystemdNotifier()
-    private var watchdogTimer: Timer?
+    /// sd_notify, the watchdog and the signals that stop or reload us.
+    private let systemd: SystemdLink
     /// Connections from outside allow_clients: one log line a second at most.
     private var outsiderLog = LogThrottle(interval: .seconds(1))
     /// Rotation warnings, at most once per host a day (the bypass banner once an hour).
@@ -112,16 +62,14 @@ public final class Proxy: @unchecked Sendable {
     /// `proxy.metrics_listen`'s server, when configured; made at start, kept across reloads.
     private var metrics: MetricsServer?
     private let startTime = Date()
-    /// Reloads whose workers have not all answered yet (a second SIGHUP may come before).
-    private var reloadRounds: [Int: ReloadRound] = [:]
-    private var nextRound = 1
 
     public init(snapshot: PolicySnapshot, logger: Logger, options: Options = Options()) throws {
         self.snapshot = snapshot
         self.logger = logger
         self.options = options
         self.debugBypassEnabled = options.debugBypass
-        mailbox = Mailbox(loop: loop)
+        systemd = SystemdLink(loop: loop)
+        supervisor = Supervisor(loop: loop)
         signal(SIGPIPE, SIG_IGN)
         let messages = logger
         libeventMessages.withLock { $0 = { messages.emit(LogRecord(.warning, "libevent", [("detail", .string($0))])) } }
@@ -143,7 +91,7 @@ public final class Proxy: @unchecked Sendable {
         let shared = Worker.Shared(logger: logger, debugBypassEnabled: debugBypassEnabled, boundAddresses: boundAddresses,
                                    budget: budget, resumptions: resumptions, expiries: RuleExpiryBook(), rotation: rotation, keyLogIntake: keyLog,
                                    workerCount: workerCount)
-        workers = (0..<workerCount).map { Worker(index: $0, snapshot: snapshot, shared: shared) }
+        supervisor.take((0..<workerCount).map { Worker(index: $0, snapshot: snapshot, shared: shared) })
         if let address = snapshot.policy.proxy.metricsListen {
             do {
                 metrics = try MetricsServer(loop: loop, address: address) { [unowned self] in MetricsText.render(metricsSample()) }
@@ -179,25 +127,26 @@ public final class Proxy: @unchecked Sendable {
 
     private func listen(on address: SocketAddress) throws {
         try checkNotOpen(address)
-        var flags = UInt32(LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC)
-        if !address.ip.isIPv4 { flags |= UInt32(LEV_OPT_BIND_IPV6ONLY) }
-        let listener = address.withSockaddr { sa, length in
-            evconnlistener_new_bind(loop.base, proxyAcceptCB, Unmanaged.passUnretained(self).toOpaque(), flags, -1, sa, length)
-        }
-        guard let listener else { throw StartError.cannotListen(address, errnoText(errno)) }
-        register(listener)
+        register(try Listener(loop: loop, address: address, onAccept: acceptCallback, onError: failureCallback))
     }
 
     /// A listening socket systemd made for us (socket activation).
     private func adopt(_ fd: Int32) throws {
         guard let address = SocketAddress.local(of: fd) else { throw StartError.notAListeningSocket(fd) }
         try checkNotOpen(address)
-        evutil_make_socket_nonblocking(fd)
-        let flags = UInt32(LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC)
-        guard let listener = evconnlistener_new(loop.base, proxyAcceptCB, Unmanaged.passUnretained(self).toOpaque(), flags, -1, fd) else {
-            throw StartError.cannotListen(address, errnoText(errno))
+        register(try Listener(loop: loop, adopting: fd, address: address, onAccept: acceptCallback, onError: failureCallback))
+    }
+
+    /// The listeners' callbacks: weak, since the supervisor owns the listeners.
+    private var acceptCallback: (Int32, SocketAddress?) -> Void {
+        { [weak self] fd, client in
+            guard let self else { return _ = close(fd) }
+            accept(fd: fd, from: client)
         }
-        register(listener)
+    }
+
+    private var failureCallback: (Listener, Int32) -> Void {
+        { [weak self] listener, code in self?.acceptFailed(listener, errno: code) }
     }
 
     /// Never an open proxy by accident: beyond loopback only with an explicit `allow_clients`.
@@ -207,28 +156,14 @@ public final class Proxy: @unchecked Sendable {
         }
     }
 
-    private func register(_ listener: OpaquePointer) {
-        evconnlistener_set_error_cb(listener) { listener, ctx in
-            let proxy = Unmanaged<Proxy>.fromOpaque(ctx!).takeUnretainedValue()
-            proxy.acceptFailed(listener!, errno: errno)
-        }
+    private func register(_ listener: Listener) {
         listeners.append(listener)
-        if let bound = SocketAddress.local(of: evconnlistener_get_fd(listener)) { boundAddresses.append(bound) }
+        if let bound = listener.boundAddress { boundAddresses.append(bound) }
     }
 
     /// Runs until stopped by SIGTERM/SIGINT (or `stop()`), after draining tunnels.
     public func run() {
-        // A parent may have spawned us with these blocked (the mask survives exec; test runners'
-        // threads do this), and a blocked SIGTERM would leave us unstoppable.
-        var handled = sigset_t()
-        sigemptyset(&handled)
-        for sig in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&handled, sig) }
-        pthread_sigmask(SIG_UNBLOCK, &handled, nil)
-        signals = [
-            SignalWatcher(loop: loop, signal: SIGTERM) { [unowned self] in stop(signal: "SIGTERM") },
-            SignalWatcher(loop: loop, signal: SIGINT) { [unowned self] in stop(signal: "SIGINT") },
-            SignalWatcher(loop: loop, signal: SIGHUP) { [unowned self] in reload() },
-        ]
+        systemd.handleSignals(stop: { [weak self] in self?.stop(signal: $0) }, reload: { [weak self] in self?.reload() })
         logStarted()
         scheduleStats()
         rotationTimer = Timer(loop: loop, after: rotation.clock.tickInterval, repeating: true) { [unowned self] in
@@ -236,35 +171,25 @@ public final class Proxy: @unchecked Sendable {
         }
         MemoryTrim.run()  // glibc's arenas set up here, before any worker thread trims
         keyLog?.start()
-        workersRunning = workers.count
-        for worker in workers {
-            worker.start { [unowned self] _ in mailbox.post { [unowned self] in workerFinished() } }
-        }
-        systemd.notify("READY=1\nSTATUS=\(statusLine())")
-        if let interval = systemd.watchdogInterval {
-            watchdogTimer = Timer(loop: loop, after: interval, repeating: true) { [unowned self] in systemd.notify("WATCHDOG=1") }
-        }
+        supervisor.start()
+        systemd.ready(status: statusLine())
+        systemd.startWatchdog()
         loop.run()
-        for worker in workers where !worker.join(timeout: 5) {
-            logger.emit(LogRecord(.error, "worker_stuck", [("worker", .int(worker.index)), ("detail", .string("the worker's thread did not end within 5 s of its loop"))]))
+        for index in supervisor.join(timeout: 5) {
+            logger.emit(LogRecord(.error, "worker_stuck", [("worker", .int(index)), ("detail", .string("the worker's thread did not end within 5 s of its loop"))]))
         }
         keyLog?.stop()
-        watchdogTimer = nil
         rotationTimer = nil
         metrics = nil
         closeListeners()
-        logger.emit(LogRecord(.info, "stopped", statsFields() + [("version", .string(BuildInfo.version))]))
-        signals = []  // libevent puts back the handlers it found: the default, which would kill us
-        // We are exiting already; a second SIGTERM (a supervisor's) must not turn the bounded
-        // log flush that follows into a death by signal.
-        signal(SIGTERM, SIG_IGN)
-        signal(SIGINT, SIG_IGN)
+        logger.emit(LogRecord(.info, "stopped", statsSample().fields + [("version", .string(BuildInfo.version))]))
+        systemd.end()
         statsTimer = nil
     }
 
     // MARK: accepting
 
-    fileprivate func accept(fd: Int32, from client: SocketAddress?) {
+    private func accept(fd: Int32, from client: SocketAddress?) {
         guard let client, !stopping else {
             close(fd)
             return
@@ -283,28 +208,18 @@ public final class Proxy: @unchecked Sendable {
             }
             return
         }
-        let id = nextID
-        nextID += 1
-        // Round robin: the workers are alike, and a connection's cost is not known at accept.
-        let worker = workers[nextWorker]
-        nextWorker = (nextWorker + 1) % workers.count
-        let waiting = worker.handOver(fd: fd, client: client, id: id)
-        if waiting > Self.maxWaitingHandOvers { pauseForWorkers() }
+        if supervisor.handOver(fd: fd, client: client) { pauseForWorkers() }
     }
 
-    /// Accepted descriptors a worker has not taken yet count against no limit: past this many, the
-    /// supervisor stops accepting until the workers have caught up (the kernel's backlog holds the
-    /// next clients meanwhile), so a flood cannot pile descriptors up between the two.
-    static let maxWaitingHandOvers = 128
     private var workersBehind: Timer?
 
     private func pauseForWorkers() {
         guard workersBehind == nil else { return }
-        for listener in listeners { evconnlistener_disable(listener) }
+        for listener in listeners { listener.hold(.workersBehind) }
         workersBehind = Timer(loop: loop, after: 0.002, repeating: true) { [unowned self] in
-            guard stopping || workers.allSatisfy({ $0.waitingHandOvers <= Self.maxWaitingHandOvers / 2 }) else { return }
+            guard stopping || supervisor.caughtUp else { return }
             workersBehind = nil
-            if !stopping && acceptPause == nil { for listener in listeners { evconnlistener_enable(listener) } }
+            for listener in listeners { listener.release(.workersBehind) }
         }
     }
 
@@ -316,15 +231,14 @@ public final class Proxy: @unchecked Sendable {
     /// at once — 503 `out_of_file_descriptors` — and accepting goes on (the listener stays readable
     /// while clients wait, so each turn of the loop answers one); it pauses only when no client could
     /// be answered.
-    private func acceptFailed(_ listener: OpaquePointer, errno code: Int32) {
+    private func acceptFailed(_ listener: Listener, errno code: Int32) {
         let outOfDescriptors = code == EMFILE || code == ENFILE
         let policy = snapshot.policy
-        let answered = outOfDescriptors && reserve.answerOne(from: evconnlistener_get_fd(listener), with: Self.outOfDescriptorsAnswer) {
+        let answered = outOfDescriptors && reserve.answerOne(from: listener.fd, with: Self.outOfDescriptorsAnswer) {
             AdmissionGate.refusesClient($0.ip, policy: policy) == nil
         }
         if answered {
-            counters.refused += 1
-            counters.refusedByReason[NetworkRefusal.outOfFileDescriptors.rawValue, default: 0] += 1
+            counters.countRefusal(reason: NetworkRefusal.outOfFileDescriptors.rawValue)
             answeredSinceLine += 1
         }
         if let suppressed = acceptFailureLog.note(at: ContinuousClock.now) {
@@ -334,21 +248,11 @@ public final class Proxy: @unchecked Sendable {
             answeredSinceLine = 0
         }
         guard !answered else { return }
-        evconnlistener_disable(listener)
-        acceptPause = Timer(loop: loop, after: 1) { [unowned self] in
-            acceptPause = nil
-            if !stopping && workersBehind == nil { evconnlistener_enable(listener) }
-        }
+        listener.pauseAfterFailure()
     }
 
     /// Tunnels open (or being set up) on every worker.
     private var tunnels: Int { budget.count }
-
-    /// A worker's loop has ended (its sessions drained or closed); the last one ends the supervisor's.
-    private func workerFinished() {
-        workersRunning -= 1
-        if workersRunning == 0 { loop.stop() }
-    }
 
     // MARK: stop, reload
 
@@ -360,27 +264,23 @@ public final class Proxy: @unchecked Sendable {
         // once instead of waiting in the backlog for a reset. Before the `stopping` line, so that
         // whoever reads it knows new connections are refused.
         closeListeners()
-        systemd.notify("STOPPING=1\nSTATUS=stopping: draining \(tunnels) tunnels")
+        systemd.stopping(status: "stopping: draining \(tunnels) tunnels")
         logger.emit(LogRecord(.info, "stopping", [("signal", .string(signal)), ("tunnels", .int(tunnels)),
                                                    ("drain_timeout_s", .int(Int(snapshot.policy.proxy.drainTimeout)))]))
-        // Each worker drains on its own loop; the last to finish ends ours (`workerFinished`).
-        for worker in workers { worker.mailbox.post { worker.beginStop() } }
-        if workersRunning == 0 { loop.stop() }  // stopped before `run` started any
+        supervisor.stop()
     }
 
     private func closeListeners() {
-        acceptPause = nil
         workersBehind = nil
-        for listener in listeners { evconnlistener_free(listener) }
-        listeners = []
+        listeners = []  // each frees its evconnlistener and closes its socket
     }
 
     /// SIGHUP: load the file again; an invalid file keeps the old policy. Tunnels in flight keep
     /// the snapshot they were decided under.
     public func reload() {
         guard let load = options.reload else { return }
-        systemd.notify("RELOADING=1\nMONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())")
-        defer { systemd.notify("READY=1\nSTATUS=\(statusLine())") }
+        systemd.reloading()
+        defer { systemd.ready(status: statusLine()) }
         do {
             let fresh = try load()
             let previous = snapshot.policy
@@ -400,16 +300,8 @@ public final class Proxy: @unchecked Sendable {
             var fields = policyFields(fresh.policy)
             fields.append(("changes", .string(diff.summary)))
             counters.reloadsSucceeded += 1
-            let round = nextRound
-            nextRound += 1
-            reloadRounds[round] = ReloadRound(pending: workers.count, fields: fields, policy: fresh.policy, previous: previous)
-            if workersRunning == 0 { return finishReload(round) }
-            for worker in workers {
-                let posted = worker.mailbox.post { [unowned self] in
-                    let (checked, closed) = worker.apply(fresh)
-                    mailbox.post { [unowned self] in workerReloaded(round, checked: checked, closed: closed) }
-                }
-                if !posted { workerReloaded(round, checked: 0, closed: 0) }
+            supervisor.reload(fresh) { [weak self] checked, closed in
+                self?.reloaded(fields: fields, policy: fresh.policy, previous: previous, checked: checked, closed: closed)
             }
         } catch {
             counters.reloadsFailed += 1
@@ -417,67 +309,18 @@ public final class Proxy: @unchecked Sendable {
         }
     }
 
-    /// One reload while its workers answer.
-    private struct ReloadRound {
-        var pending: Int
-        var checked = 0
-        var closed = 0
-        let fields: [(String, LogValue)]
-        let policy: Policy
-        let previous: Policy
-
-        init(pending: Int, fields: [(String, LogValue)], policy: Policy, previous: Policy) {
-            self.pending = pending
-            self.fields = fields
-            self.policy = policy
-            self.previous = previous
-        }
+    /// Every worker has answered a reload: the one `policy_reloaded` line, with their sums.
+    private func reloaded(fields: [(String, LogValue)], policy: Policy, previous: Policy, checked: Int, closed: Int) {
+        logger.emit(LogRecord(.info, "policy_reloaded", fields + [("tunnels_checked", .int(checked)), ("tunnels_closed", .int(closed))]))
+        logLint(policy)
+        logRestartNeeded(from: previous, to: policy)
     }
 
-    private func workerReloaded(_ round: Int, checked: Int, closed: Int) {
-        guard var entry = reloadRounds[round] else { return }
-        entry.pending -= 1
-        entry.checked += checked
-        entry.closed += closed
-        reloadRounds[round] = entry
-        if entry.pending <= 0 { finishReload(round) }
-    }
-
-    private func finishReload(_ round: Int) {
-        guard let entry = reloadRounds.removeValue(forKey: round) else { return }
-        logger.emit(LogRecord(.info, "policy_reloaded", entry.fields + [("tunnels_checked", .int(entry.checked)), ("tunnels_closed", .int(entry.closed))]))
-        logLint(entry.policy)
-        logRestartNeeded(from: entry.previous, to: entry.policy)
-    }
-
-    /// What a reload read but cannot apply to the running process: the sockets, the resolver and the
-    /// key-log file stay as they were made at start. One `restart_required` line per setting, so it is
-    /// not missed. (`allow_clients` is not among them: each accept reads it from the snapshot in force.)
+    /// One `restart_required` line per setting a reload changed but cannot apply, so it is not missed.
     private func logRestartNeeded(from old: Policy, to new: Policy) {
-        var changed: [(String, String)] = []
-        if old.proxy.listen != new.proxy.listen && options.listen == nil {
-            changed.append(("proxy.listen", "pinproxy keeps listening on \(boundAddresses.map(\.description).joined(separator: ","))"))
-        }
-        if old.proxy.dns != new.proxy.dns { changed.append(("proxy.dns", "pinproxy keeps the resolver it started with")) }
-        if old.proxy.metricsListen != new.proxy.metricsListen {
-            changed.append(("proxy.metrics_listen", "pinproxy keeps serving metrics \(metrics.map { "on \($0.boundAddress)" } ?? "nowhere")"))
-        }
-        if old.proxy.workers != new.proxy.workers {
-            changed.append(("proxy.workers", "pinproxy keeps its \(workerCount) worker loops"))
-        }
-        let running = keyLog?.settings
-        switch (running, new.proxy.keylog) {
-        case (nil, nil):
-            break
-        case (let running?, let wanted) where running.needsRestart(comparedTo: wanted):
-            let what = wanted.map { "now \($0.path) mode \($0.modeText)" } ?? "now absent"
-            changed.append(("proxy.keylog", "pinproxy keeps following \(running.path) (mode \(running.modeText)), \(what)"))
-        case (nil, let wanted?):
-            changed.append(("proxy.keylog", "pinproxy follows no key log; \(wanted.path) is read only after a restart, so TLS 1.3 tunnels stay probe-only (or refused under require_keylog) until then"))
-        default:
-            break
-        }
-        for (key, detail) in changed {
+        let running = RestartCheck(listensWherePolicySays: options.listen == nil, boundAddresses: boundAddresses,
+                                   metricsAddress: metrics?.boundAddress, workerCount: workerCount, keyLog: keyLog?.settings)
+        for (key, detail) in running.changes(from: old, to: new) {
             logger.emit(LogRecord(.warning, "restart_required", [("setting", .string(key)),
                                                                   ("detail", .string("\(key) changed: \(detail) until it restarts")),
                                                                   ("hint", .string("restart pinproxy (systemctl restart pinproxy) to apply \(key)"))]))
@@ -532,9 +375,9 @@ public final class Proxy: @unchecked Sendable {
         let interval = snapshot.policy.proxy.statsInterval
         guard interval > 0 else { return }
         statsTimer = Timer(loop: loop, after: interval, repeating: true) { [unowned self] in
-            let fields = statsFields()
+            let fields = statsSample().fields
             if statsGate.shouldLog(fields, at: ContinuousClock.now) { logger.emit(LogRecord(.info, "stats", fields)) }
-            systemd.notify("STATUS=\(statusLine())")
+            systemd.status(statusLine())
         }
     }
 
@@ -544,48 +387,26 @@ public final class Proxy: @unchecked Sendable {
         return "\(tunnels) tunnels open; \(counters.allowed) allowed, \(counters.refused) refused, \(counters.bypassed) bypassed, \(counters.unpinned) unpinned; \(snapshot.policy.rules.count) rules"
     }
 
-    /// The supervisor's counters plus every worker's (each read under its lock).
-    private func merged() -> Worker.Tally {
-        var sum = Worker.Tally()
-        sum.counters = counters
-        for worker in workers {
-            let tally = worker.tally.withLock { $0 }
-            sum.counters = sum.counters + tally.counters
-            sum.sessions += tally.sessions
-            sum.probes += tally.probes
-            sum.probeCacheHits += tally.probeCacheHits
-            sum.probeLatency = sum.probeLatency + tally.probeLatency
-        }
-        return sum
-    }
+    /// The proxy's counters plus every worker's.
+    private func merged() -> Worker.Tally { supervisor.tally(adding: counters) }
 
-    /// The `stats` fields, added up over every worker. Call it on the supervisor's thread (its own
+    /// The `stats` values, added up over every worker. Call it on the supervisor's thread (its own
     /// counters are not locked); the workers' are read under their locks.
-    func statsFields() -> [(String, LogValue)] {
-        let all = merged()
-        let counters = all.counters
-        return [("accepted", .int(counters.accepted)), ("active_sessions", .int(all.sessions)), ("tunnels", .int(tunnels)),
-         ("allowed", .int(counters.allowed)), ("refused", .int(counters.refused)), ("bypassed", .int(counters.bypassed)),
-         ("unpinned_total", .int(counters.unpinned)), ("rejected", .int(counters.rejected)), ("closed", .int(counters.closed)),
-         ("bytes_up", .int(counters.bytesUp)), ("bytes_down", .int(counters.bytesDown)), ("probes", .int(all.probes)), ("probe_cache_hits", .int(all.probeCacheHits)),
-         ("live_session_objects", .int(counters.liveSessionObjects)), ("silent_reaped", .int(counters.silentReaped))] + keyLogFields() + [("workers", .int(workerCount))]
+    func statsSample() -> StatsSample {
+        statsSample(merged())
     }
 
-    /// The key-log intake's counters (all 0 without `proxy.keylog`, so the keys are always there).
-    private func keyLogFields() -> [(String, LogValue)] {
-        let c = keyLog?.counters ?? KeyLogBook.Counters()
-        return [("keylog_lines", .int(c.lines)), ("keylog_kept", .int(c.kept)), ("keylog_dropped", .int(c.dropped)),
-                ("keylog_unparsable", .int(c.unparsable)), ("keylog_too_long", .int(c.tooLong)),
-                ("keylog_watches", .int(keyLog?.watchCount ?? 0)), ("keylog_watches_refused", .int(c.watchesRefused)),
-                ("keylog_skipped_bytes", .int(Int(c.skippedBytes)))]
+    private func statsSample(_ all: Worker.Tally) -> StatsSample {
+        StatsSample(counters: all.counters, activeSessions: all.sessions, tunnels: tunnels, probes: all.probes,
+                    probeCacheHits: all.probeCacheHits, keyLog: keyLog?.counters ?? KeyLogBook.Counters(),
+                    keyLogWatches: keyLog?.watchCount ?? 0, workers: workerCount)
     }
 
-    /// What a scrape of `/metrics` reports: the `stats` counters and the metrics' own, added up over
+    /// What a scrape of `/metrics` reports: the `stats` values and the metrics' own, added up over
     /// the supervisor and every worker.
     func metricsSample() -> MetricsSample {
         let all = merged()
-        return MetricsSample(stats: statsFields(), refusalsByReason: all.counters.refusedByReason, probeLatency: all.probeLatency,
-                             reloadsSucceeded: counters.reloadsSucceeded, reloadsFailed: counters.reloadsFailed,
+        return MetricsSample(stats: statsSample(all), probeLatency: all.probeLatency,
                              logLinesDropped: options.logLinesDropped?() ?? 0,
                              metricsConnectionsRefused: metrics?.refusedConnections ?? 0, startTime: startTime)
     }
@@ -594,7 +415,4 @@ public final class Proxy: @unchecked Sendable {
     let resumptions = ResumptionLedger()
 }
 
-private let proxyAcceptCB: evconnlistener_cb = { _, fd, sa, _, ctx in
-    let proxy = Unmanaged<Proxy>.fromOpaque(ctx!).takeUnretainedValue()
-    proxy.accept(fd: fd, from: sa.flatMap { SocketAddress($0) })
-}
+@available(*, unavailable) extension Proxy: Sendable {}

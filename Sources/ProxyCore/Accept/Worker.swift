@@ -28,7 +28,7 @@ final class Worker: @unchecked Sendable {
     /// A worker's counters as the supervisor reads them for `stats`; written by the worker under
     /// the lock, so a read from another thread sees a consistent set.
     struct Tally {
-        var counters = Proxy.Counters()
+        var counters = Counters()
         var sessions = 0
         var probes = 0
         var probeCacheHits = 0
@@ -313,29 +313,6 @@ final class Worker: @unchecked Sendable {
             freedSinceTrim = 0
             MemoryTrim.run()
         }
-    }
-}
-
-extension Proxy.Counters {
-    /// Two sets of counters added up (the supervisor's and each worker's, for `stats`).
-    static func + (a: Self, b: Self) -> Self {
-        var sum = a
-        sum.accepted += b.accepted
-        sum.rejected += b.rejected
-        sum.refused += b.refused
-        sum.allowed += b.allowed
-        sum.bypassed += b.bypassed
-        sum.unpinned += b.unpinned
-        sum.closed += b.closed
-        sum.bytesUp += b.bytesUp
-        sum.bytesDown += b.bytesDown
-        sum.closedByReload += b.closedByReload
-        sum.liveSessionObjects += b.liveSessionObjects
-        sum.silentReaped += b.silentReaped
-        sum.refusedByReason.merge(b.refusedByReason, uniquingKeysWith: +)
-        sum.reloadsSucceeded += b.reloadsSucceeded
-        sum.reloadsFailed += b.reloadsFailed
-        return sum
     }
 }
 

@@ -1,15 +1,11 @@
 import Foundation
 
-/// What one scrape reports: the `stats` line's counters as they are (so the two never disagree),
+/// What one scrape reports: the `stats` line's values as they are (so the two never disagree),
 /// and what only the metrics have room for.
 struct MetricsSample {
-    /// `Proxy.statsFields()`, the very keys and values of a `stats` line taken now.
-    var stats: [(String, LogValue)]
-    /// Tunnel refusals (the `refused` counter) by their `reason` code.
-    var refusalsByReason: [String: Int]
+    /// A `stats` line taken now; its counters also hold the refusals by reason and the reloads.
+    var stats: StatsSample
     var probeLatency: ProbeLatency
-    var reloadsSucceeded: Int
-    var reloadsFailed: Int
     /// Log lines the writer dropped (`log_lines_dropped`'s counts, summed).
     var logLinesDropped: Int
     /// Metrics connections answered 503 because the metrics listener had its fill.
@@ -27,62 +23,62 @@ enum MetricsText {
         case counter, gauge, histogram
     }
 
-    /// A family whose samples are `stats` keys, each with its labels.
-    struct StatsFamily {
+    /// A family whose samples are `stats` values, each with its labels.
+    struct StatsFamily: Sendable {
         let name: String
         let kind: Kind
         let help: String
-        let samples: [(labels: String, key: String)]
+        let samples: [(labels: String, value: any KeyPath<StatsSample, Int> & Sendable)]
     }
 
-    /// Every `stats` key, and the series that carries it. A key missing here is missing from the
-    /// metrics: `MetricsTests` compares a scrape with a `stats` line key by key.
+    /// Every `stats` value, and the series that carries it. `MetricsTextTests` checks that each of
+    /// `StatsSample.keys` has one, and `MetricsTests` compares a scrape with a `stats` line key by key.
     static let statsFamilies: [StatsFamily] = [
         StatsFamily(name: "pinproxy_connections_accepted_total", kind: .counter, help: "Client connections accepted (allow_clients is checked after).",
-                    samples: [("", "accepted")]),
+                    samples: [("", \.counters.accepted)]),
         StatsFamily(name: "pinproxy_requests_rejected_total", kind: .counter,
                     help: "Requests that were not a CONNECT pinproxy accepts, and clients outside allow_clients (request_rejected).",
-                    samples: [("", "rejected")]),
+                    samples: [("", \.counters.rejected)]),
         StatsFamily(name: "pinproxy_tunnels_total", kind: .counter, help: "Tunnels opened, by verdict.",
-                    samples: [("verdict=\"allowed\"", "allowed"), ("verdict=\"bypassed\"", "bypassed"), ("verdict=\"unpinned\"", "unpinned_total")]),
+                    samples: [("verdict=\"allowed\"", \.counters.allowed), ("verdict=\"bypassed\"", \.counters.bypassed), ("verdict=\"unpinned\"", \.counters.unpinned)]),
         StatsFamily(name: "pinproxy_tunnels_refused_total", kind: .counter,
                     help: "CONNECTs refused and tunnels closed by the stream check (tunnel_refused); by reason in pinproxy_refusals_total.",
-                    samples: [("", "refused")]),
+                    samples: [("", \.counters.refused)]),
         StatsFamily(name: "pinproxy_tunnels_closed_total", kind: .counter, help: "Sessions closed without a refusal (tunnel_closed).",
-                    samples: [("", "closed")]),
+                    samples: [("", \.counters.closed)]),
         StatsFamily(name: "pinproxy_tunnels_active", kind: .gauge, help: "Tunnels open now (counted against max_tunnels).",
-                    samples: [("", "tunnels")]),
+                    samples: [("", \.tunnels)]),
         StatsFamily(name: "pinproxy_sessions_active", kind: .gauge, help: "Client connections open now, tunnels or not.",
-                    samples: [("", "active_sessions")]),
+                    samples: [("", \.activeSessions)]),
         StatsFamily(name: "pinproxy_session_objects_live", kind: .gauge, help: "Session objects not yet freed (0 when idle).",
-                    samples: [("", "live_session_objects")]),
+                    samples: [("", \.counters.liveSessionObjects)]),
         StatsFamily(name: "pinproxy_silent_connections_reaped_total", kind: .counter,
                     help: "Connections closed before their first request head to make room in a flood of silent connections.",
-                    samples: [("", "silent_reaped")]),
+                    samples: [("", \.counters.silentReaped)]),
         StatsFamily(name: "pinproxy_tunnel_bytes_total", kind: .counter,
                     help: "Bytes relayed by tunnels that have ended: up is client to upstream, down is upstream to client.",
-                    samples: [("direction=\"up\"", "bytes_up"), ("direction=\"down\"", "bytes_down")]),
+                    samples: [("direction=\"up\"", \.counters.bytesUp), ("direction=\"down\"", \.counters.bytesDown)]),
         StatsFamily(name: "pinproxy_probes_total", kind: .counter, help: "Probes started (TCP connect and TLS handshake to an upstream).",
-                    samples: [("", "probes")]),
+                    samples: [("", \.probes)]),
         StatsFamily(name: "pinproxy_probe_cache_hits_total", kind: .counter, help: "CONNECTs answered from the verification cache instead of a probe.",
-                    samples: [("", "probe_cache_hits")]),
-        StatsFamily(name: "pinproxy_keylog_lines_total", kind: .counter, help: "Key-log lines read.", samples: [("", "keylog_lines")]),
+                    samples: [("", \.probeCacheHits)]),
+        StatsFamily(name: "pinproxy_keylog_lines_total", kind: .counter, help: "Key-log lines read.", samples: [("", \.keyLog.lines)]),
         StatsFamily(name: "pinproxy_keylog_kept_total", kind: .counter, help: "Key-log lines handed to a waiting TLS 1.3 tunnel.",
-                    samples: [("", "keylog_kept")]),
+                    samples: [("", \.keyLog.kept)]),
         StatsFamily(name: "pinproxy_keylog_dropped_total", kind: .counter, help: "Key-log lines dropped as read (no tunnel waits for them).",
-                    samples: [("", "keylog_dropped")]),
+                    samples: [("", \.keyLog.dropped)]),
         StatsFamily(name: "pinproxy_keylog_unparsable_total", kind: .counter, help: "Key-log lines that are not LABEL RANDOM SECRET.",
-                    samples: [("", "keylog_unparsable")]),
+                    samples: [("", \.keyLog.unparsable)]),
         StatsFamily(name: "pinproxy_keylog_too_long_total", kind: .counter, help: "Key-log lines over the line limit.",
-                    samples: [("", "keylog_too_long")]),
+                    samples: [("", \.keyLog.tooLong)]),
         StatsFamily(name: "pinproxy_keylog_watches", kind: .gauge, help: "Tunnels waiting for a key-log line now.",
-                    samples: [("", "keylog_watches")]),
+                    samples: [("", \.keyLogWatches)]),
         StatsFamily(name: "pinproxy_keylog_watches_refused_total", kind: .counter, help: "Tunnels that could not wait for a key-log line (table full).",
-                    samples: [("", "keylog_watches_refused")]),
+                    samples: [("", \.keyLog.watchesRefused)]),
         StatsFamily(name: "pinproxy_keylog_skipped_bytes_total", kind: .counter, help: "Key-log bytes passed over unparsed in a flood (no waiting tunnel could need them).",
-                    samples: [("", "keylog_skipped_bytes")]),
+                    samples: [("", \.keyLogSkippedBytes)]),
         StatsFamily(name: "pinproxy_workers", kind: .gauge, help: "Worker loops (proxy.workers).",
-                    samples: [("", "workers")]),
+                    samples: [("", \.workers)]),
     ]
 
     static func render(_ sample: MetricsSample, version: String = BuildInfo.version) -> String {
@@ -93,16 +89,12 @@ enum MetricsText {
         func line(_ name: String, _ labels: String, _ value: String) {
             out += labels.isEmpty ? "\(name) \(value)\n" : "\(name){\(labels)} \(value)\n"
         }
-        let stats = Dictionary(sample.stats.map { ($0.0, $0.1) }, uniquingKeysWith: { first, _ in first })
         for f in statsFamilies {
             family(f.name, f.kind, f.help)
-            for s in f.samples {
-                guard case .int(let value)? = stats[s.key] else { continue }
-                line(f.name, s.labels, String(value))
-            }
+            for s in f.samples { line(f.name, s.labels, String(sample.stats[keyPath: s.value])) }
         }
         family("pinproxy_refusals_total", .counter, "Tunnel refusals by reason code (as in tunnel_refused); only reasons seen since start.")
-        for (reason, count) in sample.refusalsByReason.sorted(by: { $0.key < $1.key }) {
+        for (reason, count) in sample.stats.counters.refusedByReason.sorted(by: { $0.key < $1.key }) {
             line("pinproxy_refusals_total", "reason=\"\(escape(reason))\"", String(count))
         }
         family("pinproxy_probe_duration_seconds", .histogram, "Probe duration, from the first TCP connect to the server's chain (or the failure).")
@@ -112,8 +104,8 @@ enum MetricsText {
         line("pinproxy_probe_duration_seconds_sum", "", number(sample.probeLatency.sum))
         line("pinproxy_probe_duration_seconds_count", "", String(sample.probeLatency.count))
         family("pinproxy_reloads_total", .counter, "SIGHUP reloads, by result (failed: the file was invalid and the old policy stayed).")
-        line("pinproxy_reloads_total", "result=\"ok\"", String(sample.reloadsSucceeded))
-        line("pinproxy_reloads_total", "result=\"failed\"", String(sample.reloadsFailed))
+        line("pinproxy_reloads_total", "result=\"ok\"", String(sample.stats.counters.reloadsSucceeded))
+        line("pinproxy_reloads_total", "result=\"failed\"", String(sample.stats.counters.reloadsFailed))
         family("pinproxy_log_lines_dropped_total", .counter, "Log lines dropped because the log reader did not keep up.")
         line("pinproxy_log_lines_dropped_total", "", String(sample.logLinesDropped))
         family("pinproxy_metrics_connections_refused_total", .counter, "Metrics connections answered 503 because the metrics listener had its fill.")

@@ -1,0 +1,63 @@
+import PinPolicy
+
+/// What `stats`, `/metrics` and `STATUS=` report; counted from the decisions and ends, never inside
+/// logging. The supervisor keeps one set (accepts, reloads) and each worker one (its sessions);
+/// `stats` adds them up with `+`.
+struct Counters: Equatable {
+    var accepted = 0, rejected = 0, refused = 0, allowed = 0, bypassed = 0, unpinned = 0, closed = 0
+    var bytesUp = 0, bytesDown = 0
+    /// Open tunnels a reload's policy refused.
+    var closedByReload = 0
+    var liveSessionObjects = 0
+    /// Connections closed before their first request head to make room (`SilentConnections`).
+    var silentReaped = 0
+    /// `refused` by reason code, for the metrics.
+    var refusedByReason: [String: Int] = [:]
+    var reloadsSucceeded = 0, reloadsFailed = 0
+
+    mutating func count(decision verdict: Verdict?) {
+        switch verdict {
+        case .allowed: allowed += 1
+        case .bypassed: bypassed += 1
+        case .unpinned: unpinned += 1
+        case .refused, nil: break
+        }
+    }
+
+    mutating func count(_ end: SessionEnd) {
+        switch end {
+        case .rejected: rejected += 1
+        case .refused(let refusal, _):
+            countRefusal(reason: refusal.reason)
+        case .streamRefused(let refusal, let tunnel):
+            countRefusal(reason: refusal.reason.code)
+            bytesUp += tunnel.bytesUp
+            bytesDown += tunnel.bytesDown
+        case .closed(let reason, let tunnel):
+            closed += 1
+            if case .policyReload = reason { closedByReload += 1 }
+            bytesUp += tunnel.bytesUp
+            bytesDown += tunnel.bytesDown
+        }
+    }
+
+    /// One refusal, with its reason code for `pinproxy_refusals_total`.
+    mutating func countRefusal(reason code: String) {
+        refused += 1
+        refusedByReason[code, default: 0] += 1
+    }
+
+    /// Two sets of counters added up (the supervisor's and each worker's, for `stats`).
+    static func + (a: Self, b: Self) -> Self {
+        var sum = a
+        for field in summed { sum[keyPath: field] += b[keyPath: field] }
+        sum.refusedByReason.merge(b.refusedByReason, uniquingKeysWith: +)
+        return sum
+    }
+
+    /// Every count `+` adds (`CountersTests` checks that none is left out).
+    private static var summed: [WritableKeyPath<Counters, Int>] {
+        [\.accepted, \.rejected, \.refused, \.allowed, \.bypassed, \.unpinned, \.closed, \.bytesUp, \.bytesDown,
+         \.closedByReload, \.liveSessionObjects, \.silentReaped, \.reloadsSucceeded, \.reloadsFailed]
+    }
+}
