@@ -39,6 +39,29 @@ enum PinExport {
         return (pins, skipped)
     }
 
+    /// What a rule is to a format that pins domain names (Android's config, TrustKit): a domain,
+    /// or why it has none here. A name a rule before it took is a duplicate: both formats refuse a
+    /// domain named twice (rules for one name on other ports).
+    enum Domain {
+        case domain(name: String, subdomains: Bool)
+        case oneLabelWildcard, ipRule
+        case duplicate(String)
+    }
+
+    static func domains(_ rules: [Rule]) -> [(rule: Rule, domain: Domain)] {
+        var seen: Set<String> = []
+        return rules.map { rule in
+            let (name, subdomains): (String, Bool)
+            switch rule.pattern {
+            case .host(.exact(let exact)): (name, subdomains) = (exact, false)
+            case .host(.anyDepth(let suffix)): (name, subdomains) = (suffix, true)
+            case .host(.oneLabel): return (rule, .oneLabelWildcard)
+            case .ip: return (rule, .ipRule)
+            }
+            return (rule, seen.insert(name).inserted ? .domain(name: name, subdomains: subdomains) : .duplicate(name))
+        }
+    }
+
     /// OkHttp's CertificatePinner (Kotlin). Its patterns are ours: `*.` one label, `**.` any depth.
     /// OkHttp matches a pin anywhere in the verified chain (`at:` has no counterpart).
     static func okhttp(_ rules: [Rule]) -> String {
@@ -64,28 +87,19 @@ enum PinExport {
         var lines = ["<?xml version=\"1.0\" encoding=\"utf-8\"?>",
                      "<!-- From pinproxy's policy. Android checks these pins on top of the system's trust. -->",
                      "<network-security-config>"]
-        var seen: Set<String> = []
-        for rule in rules {
-            let domain: (name: String, subdomains: Bool)
-            switch rule.pattern {
-            case .host(.exact(let name)): domain = (name, false)
-            case .host(.anyDepth(let name)): domain = (name, true)
-            case .host(.oneLabel):
-                lines.append("    <!-- \(xml(rule.name)): a one-label wildcard has no network_security_config form; skipped -->")
-                continue
-            case .ip:
-                lines.append("    <!-- \(xml(rule.name)): an IP rule; network_security_config pins domains only; skipped -->")
-                continue
+        for (rule, domain) in domains(rules) {
+            switch domain {
+            case .domain: break
+            case .oneLabelWildcard: lines.append("    <!-- \(xml(rule.name)): a one-label wildcard has no network_security_config form; skipped -->")
+            case .ipRule: lines.append("    <!-- \(xml(rule.name)): an IP rule; network_security_config pins domains only; skipped -->")
+            case .duplicate(let name):
+                lines.append("    <!-- \(xml(rule.name)): \(xml(name)) has a domain-config already (pins are per domain, not per port); skipped -->")
             }
-            // Android refuses a domain named twice (rules for one name on other ports).
-            guard seen.insert(domain.name).inserted else {
-                lines.append("    <!-- \(xml(rule.name)): \(xml(domain.name)) has a domain-config already (pins are per domain, not per port); skipped -->")
-                continue
-            }
+            guard case .domain(let name, let subdomains) = domain else { continue }
             let (pins, skipped) = spki(rule)
             if rule.mode == .report { lines.append("    <!-- \(xml(rule.name)): mode: report in the policy; Android enforces these pins -->") }
             lines.append("    <domain-config>")
-            lines.append("        <domain includeSubdomains=\"\(domain.subdomains)\">\(xml(domain.name))</domain>")
+            lines.append("        <domain includeSubdomains=\"\(subdomains)\">\(xml(name))</domain>")
             let expiration = rule.expires.map { " expiration=\"\(String(RFC3339.format($0).prefix(10)))\"" } ?? ""
             lines.append("        <pin-set\(expiration)>")
             for pin in pins { lines.append("            <pin digest=\"SHA-256\">\(pin)</pin>") }
@@ -103,27 +117,18 @@ enum PinExport {
                      "let trustKitConfig: [String: Any] = [",
                      "    kTSKSwizzleNetworkDelegates: false,",
                      "    kTSKPinnedDomains: ["]
-        var seen: Set<String> = []
-        for rule in rules {
-            let domain: (name: String, subdomains: Bool)
-            switch rule.pattern {
-            case .host(.exact(let name)): domain = (name, false)
-            case .host(.anyDepth(let name)): domain = (name, true)
-            case .host(.oneLabel):
-                lines.append("        // \(rule.name): a one-label wildcard has no TrustKit form; skipped")
-                continue
-            case .ip:
-                lines.append("        // \(rule.name): an IP rule; TrustKit pins domains only; skipped")
-                continue
+        for (rule, domain) in domains(rules) {
+            switch domain {
+            case .domain: break
+            case .oneLabelWildcard: lines.append("        // \(rule.name): a one-label wildcard has no TrustKit form; skipped")
+            case .ipRule: lines.append("        // \(rule.name): an IP rule; TrustKit pins domains only; skipped")
+            // A dictionary literal with a key twice traps at run time.
+            case .duplicate(let name): lines.append("        // \(rule.name): \"\(name)\" is configured already (pins are per domain, not per port); skipped")
             }
-            // A dictionary literal with a key twice traps at run time (rules for one name on other ports).
-            guard seen.insert(domain.name).inserted else {
-                lines.append("        // \(rule.name): \"\(domain.name)\" is configured already (pins are per domain, not per port); skipped")
-                continue
-            }
+            guard case .domain(let name, let subdomains) = domain else { continue }
             let (pins, skipped) = spki(rule)
-            lines.append("        \"\(domain.name)\": [")
-            lines.append("            kTSKIncludeSubdomains: \(domain.subdomains),")
+            lines.append("        \"\(name)\": [")
+            lines.append("            kTSKIncludeSubdomains: \(subdomains),")
             lines.append("            kTSKEnforcePinning: \(rule.mode == .enforce),")
             if let expires = rule.expires { lines.append("            kTSKExpirationDate: \"\(String(RFC3339.format(expires).prefix(10)))\",") }
             lines.append("            kTSKPublicKeyHashes: [")
