@@ -191,29 +191,28 @@ import Testing
         #expect(ticketRefusal.reason == .unverifiedResumption)
     }
 
-    /// Two hosts under one policy: `www.pinproxy.test` (the CONNECT) in `connectMode`, with the
-    /// debug bypass listing `bypassed`, and `api.pinproxy.test` (the SNI of the captured
-    /// ClientHellos) in `sniMode`.
-    static func twoHosts(connectMode: String, sniMode: String, bypassed: [String]) -> StreamCheck {
+    /// A pinned check for a CONNECT to `target` under rules of (host pattern, mode), each pinning
+    /// the genuine leaf, with the debug bypass listing `bypassed`.
+    static func pinnedCheck(target: String, rules: [(host: String, mode: String)], bypassed: [String] = []) -> StreamCheck {
         let debug = bypassed.isEmpty ? "" : "debug: { until: \"\(RFC3339Text.inSeconds(3600))\", hosts: [\(bypassed.joined(separator: ", "))] }"
-        let yaml = """
+        let ruleLines = rules.map { "  - { host: \"\($0.host)\", mode: \($0.mode), pins: [\"\(leafEC)\"] }" }.joined(separator: "\n")
+        let snapshot = PolicySnapshot.loaded(from: """
             version: 1
             proxy: { allowed_ports: [443], dns: { nameservers: [], hosts_file: none } }
             defaults: { unpinned: allow, require_backup: off, trust: "ca-file:\(Paths.fixture("both-roots.pem"))" }
             rules:
-              - host: www.pinproxy.test
-                mode: \(connectMode)
-                pins: ["\(leafEC)"]
-              - host: api.pinproxy.test
-                mode: \(sniMode)
-                pins: ["\(leafEC)"]
+            \(ruleLines)
             \(debug)
-            """
-        let policy = try! PolicyLoader.load(yaml: yaml, source: "test.yaml", pinFiles: nil)
-        let snapshot = try! PolicySnapshot(policy: policy, systemStore: TrustStore.system())
-        let authority = try! Authority.parse("www.pinproxy.test:443").get()
+            """)
+        let authority = try! Authority.parse(target).get()
         return StreamCheck(StreamCheck.Context(authority: authority, snapshot: snapshot, pinning: .pinned(rule: snapshot.policy.rule(for: authority)!, probe: nil),
                                                debugBypassEnabled: !bypassed.isEmpty), ledger: ResumptionLedger())
+    }
+
+    /// Two hosts under one policy: `www.pinproxy.test` (the CONNECT) in `connectMode`, and
+    /// `api.pinproxy.test` (the SNI of the captured ClientHellos) in `sniMode`.
+    static func twoHosts(connectMode: String, sniMode: String, bypassed: [String]) -> StreamCheck {
+        pinnedCheck(target: "www.pinproxy.test:443", rules: [("www.pinproxy.test", connectMode), ("api.pinproxy.test", sniMode)], bypassed: bypassed)
     }
 
     /// Report mode and the debug bypass are scoped to the CONNECT's host: a ClientHello naming a host
@@ -249,22 +248,7 @@ import Testing
     /// the other name the rule covers; the rule's own report mode covers both.
     @Test func aBypassForOneNameOfAWildcardRuleDoesNotReachAnother() {
         func check(mode: String, bypassed: Bool) -> StreamCheck {
-            let debug = bypassed ? "debug: { until: \"\(RFC3339Text.inSeconds(3600))\", hosts: [x.api.pinproxy.test] }" : ""
-            let yaml = """
-                version: 1
-                proxy: { allowed_ports: [443], dns: { nameservers: [], hosts_file: none } }
-                defaults: { unpinned: allow, require_backup: off, trust: "ca-file:\(Paths.fixture("both-roots.pem"))" }
-                rules:
-                  - host: "**.api.pinproxy.test"
-                    mode: \(mode)
-                    pins: ["\(Self.leafEC)"]
-                \(debug)
-                """
-            let policy = try! PolicyLoader.load(yaml: yaml, source: "test.yaml", pinFiles: nil)
-            let snapshot = try! PolicySnapshot(policy: policy, systemStore: TrustStore.system())
-            let authority = try! Authority.parse("x.api.pinproxy.test:443").get()
-            return StreamCheck(StreamCheck.Context(authority: authority, snapshot: snapshot, pinning: .pinned(rule: snapshot.policy.rule(for: authority)!, probe: nil),
-                                                   debugBypassEnabled: bypassed), ledger: ResumptionLedger())
+            Self.pinnedCheck(target: "x.api.pinproxy.test:443", rules: [("**.api.pinproxy.test", mode)], bypassed: bypassed ? ["x.api.pinproxy.test"] : [])
         }
         guard case .refuse(let refusal) = Self.feed(check(mode: "enforce", bypassed: true), .client, Self.bytes(TLSReaderVectors.opensslTLS12Client)) else {
             Issue.record("the bypass for x.api.pinproxy.test must not reach api.pinproxy.test"); return
