@@ -53,7 +53,8 @@ final class Worker: @unchecked Sendable {
     /// The key-log intake as this worker's tunnels see it (nil without `proxy.keylog`).
     let keyLog: WorkerKeyLog?
     private var sessions: [Int: Session] = [:]
-    /// Sessions still waiting for their first request head, and which to close in a flood.
+    /// Sessions waiting for a request head (their first, or the next on a kept plain-HTTP
+    /// connection), and which to close in a flood.
     private var silent = SilentConnections(limit: Worker.silentLimit(workers: 1))
     /// Silent connections closed since the last `silent_connections_reaped` line, and from where.
     private var reapLog = LogThrottle(interval: .seconds(10))
