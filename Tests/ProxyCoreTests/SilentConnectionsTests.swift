@@ -88,4 +88,27 @@ import Testing
         silent.left(0)
         #expect(silent.count == 0 && silent.storedIds == 0)
     }
+
+    /// A connection already answered (a 408, an alert, lingering while it is written) goes after
+    /// those that sent nothing and before a slow client's half head.
+    @Test func answeredConnectionsGoBetweenIdleAndTrickling() {
+        var silent = SilentConnections(limit: 3)
+        for id in 1...3 { _ = silent.arrived(id, from: IPAddress("10.0.0.\(id)")!, activity: Self.allIdle) }
+        let kinds: [Int: SilentConnections.Activity] = [1: .trickling, 2: .answered, 3: .idle]
+        #expect(silent.arrived(4, from: IPAddress("10.0.0.4")!) { kinds[$0] ?? .idle } == [3])
+        #expect(silent.arrived(5, from: IPAddress("10.0.0.5")!) { kinds[$0] ?? .arriving } == [2])
+        #expect(silent.arrived(6, from: IPAddress("10.0.0.6")!) { kinds[$0] ?? .arriving } == [1])
+    }
+
+    /// Only the oldest `window` candidates are looked at: a flood costs a bounded scan per arrival.
+    @Test func theScanIsBoundedToTheOldest() {
+        var silent = SilentConnections(limit: 200)
+        for id in 1...200 { _ = silent.arrived(id, from: IPAddress("10.0.\(id / 250).\(id % 250)")!, activity: Self.allIdle) }
+        var asked = 0
+        let victims = silent.arrived(201, from: IPAddress("10.9.9.9")!) { id in
+            asked += 1
+            return id == 150 ? .idle : .arriving  // the only idle one is beyond the window
+        }
+        #expect(victims == [] && asked == SilentConnections.window)
+    }
 }

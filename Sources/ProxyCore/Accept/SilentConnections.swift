@@ -10,8 +10,8 @@ import PinPolicy
 /// at most half of the limit, past which its own oldest go first. A real client sends its request
 /// within milliseconds of connecting, so it is not the oldest while a flood goes on; before a
 /// connection is closed the worker says what it is doing (`Activity`): one whose bytes are arriving
-/// is spared, and one that has sent part of its head (a slow client) goes only after every one that
-/// has sent nothing. Connections that have spoken are not counted here: the
+/// is spared, one already answered goes only after every one that has sent nothing, and one that
+/// has sent part of its head (a slow client) only after those. Connections that have spoken are not counted here: the
 /// descriptors outside this limit are their reserve.
 ///
 /// A pure value: the worker feeds it arrivals and departures and closes what it names.
@@ -59,48 +59,43 @@ struct SilentConnections {
     }
 
     /// What a silent connection is doing, as the worker sees it when one must go.
-    enum Activity {
-        /// Nothing sent (or already answered, a refusal lingering): closed first.
+    enum Activity: Int, Comparable {
+        /// Nothing sent: closed first.
         case idle
-        /// Part of a head read, the rest still to come: closed only when no idle one is left.
+        /// Already answered (a 408, a TLS alert, a refusal lingering while it is written): next.
+        case answered
+        /// Part of a head read, the rest still to come (a slow client): only when none of the above
+        /// is left.
         case trickling
         /// Bytes waiting in the kernel, about to be read (maybe a real client's CONNECT): spared.
         case arriving
+
+        static func < (a: Activity, b: Activity) -> Bool { a.rawValue < b.rawValue }
     }
 
     /// A connection accepted from `address`. Returns the ids to close now to stay within the limits:
     /// from a client over its share, else from all, the oldest idle connection, else the oldest
-    /// trickling one — never `id` itself (the newest is the one most likely to be a real client
-    /// about to speak), never one that is `arriving` (it stays in the book until it has spoken).
+    /// answered one, else the oldest trickling one — never `id` itself (the newest is the one most
+    /// likely to be a real client about to speak), never one that is `arriving` (it stays in the
+    /// book until it has spoken).
     mutating func arrived(_ id: Int, from address: IPAddress, activity: (Int) -> Activity) -> [Int] {
         let client = Client(address)
         members[id] = client
         held[client, default: 0] += 1
         order.append(id)
         var victims: [Int] = []
-        var spared: Set<Int> = [id]
-        var trickling: [Int] = []
+        var seen: [Int: Activity] = [:]  // each asked once: asking may be a system call
+        func activityOf(_ id: Int) -> Activity {
+            if let known = seen[id] { return known }
+            let now = activity(id)
+            seen[id] = now
+            return now
+        }
         while members.count > limit || held[client, default: 0] > perClientLimit {
             let overShare = held[client, default: 0] > perClientLimit
-            let candidate = oldest(of: overShare ? client : nil, sparing: spared)
-            if let candidate {
-                spared.insert(candidate)
-                switch activity(candidate) {
-                case .idle:
-                    left(candidate)
-                    victims.append(candidate)
-                case .trickling:
-                    trickling.append(candidate)
-                case .arriving:
-                    break
-                }
-            } else if let victim = trickling.first(where: { !overShare || members[$0] == client }) {
-                trickling.removeAll { $0 == victim }
-                left(victim)
-                victims.append(victim)
-            } else {
-                break
-            }
+            guard let victim = idlest(of: overShare ? client : nil, sparing: id, activity: activityOf) else { break }
+            left(victim)
+            victims.append(victim)
         }
         return victims
     }
@@ -116,12 +111,25 @@ struct SilentConnections {
     /// Whether `id` is still waiting for its request head.
     func contains(_ id: Int) -> Bool { members[id] != nil }
 
-    /// The oldest member (of `client`, when given) not in `spared`. Over its share, a client holds
-    /// more than half of all members, so its oldest is near the front.
-    private func oldest(of client: Client?, sparing spared: Set<Int>) -> Int? {
-        order[head...].first { id in
-            !spared.contains(id) && members[id].map { client == nil || $0 == client } == true
+    /// How many of the oldest candidates are looked at for the idlest: a flood is met with a
+    /// bounded cost per arrival (asking what a connection does may be a system call).
+    static let window = 64
+
+    /// Among the oldest `window` members (of `client`, when given, never `spared`), the oldest of the
+    /// idlest kind; nil when all of them are arriving. Over its share, a client holds more than half
+    /// of all members, so its oldest are near the front; an idle one ends the scan at once.
+    private func idlest(of client: Client?, sparing spared: Int, activity: (Int) -> Activity) -> Int? {
+        var best: (id: Int, activity: Activity)?
+        var looked = 0
+        for id in order[head...] where id != spared {
+            guard let member = members[id], client == nil || member == client else { continue }
+            let now = activity(id)
+            if now == .idle { return id }
+            if now != .arriving, best.map({ now < $0.activity }) ?? true { best = (id, now) }
+            looked += 1
+            if looked == Self.window { break }
         }
+        return best?.id
     }
 
     /// Drops the ids that left from the front, and rebuilds the order when those that left

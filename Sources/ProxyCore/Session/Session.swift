@@ -170,6 +170,7 @@ final class Session {
     /// bytes in the kernel that the loop has not read yet are arriving (maybe a real client's
     /// CONNECT); part of a head already read is trickling; nothing, or a refusal lingering, is idle.
     var silentActivity: SilentConnections.Activity {
+        if case .lingering = machine.state { return .answered }
         guard isReadingRequest, let clientSide else { return .idle }  // its first head, or the next on a kept connection
         var byte: UInt8 = 0
         if recv(clientSide.fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) > 0 { return .arriving }
