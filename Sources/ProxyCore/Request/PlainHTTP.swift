@@ -321,21 +321,6 @@ struct PlainRequest {
         case malformed(String)
         /// The head pinproxy would write has more than `ConnectRequest.maxHeaders` fields (431).
         case tooManyFields(Int)
-
-        var refusal: Refusal {
-            switch self {
-            case .originForm(let target):
-                return .badRequest("'\(target)' is not a proxy request: pinproxy is a proxy, so a plain-HTTP request must name its URL (http://host/…) and HTTPS must use CONNECT")
-            case .methodNotAllowed(let method):
-                return .methodNotAllowed("method \(method) is not forwarded; pinproxy forwards \(PlainRequest.methods.sorted().joined(separator: ", ")) over plain HTTP and tunnels HTTPS with CONNECT")
-            case .notHTTP(let target):
-                return .badRequest("'\(target)' is not an http:// URL; HTTPS goes through CONNECT (set https_proxy)")
-            case .malformed(let why):
-                return .badRequest(why)
-            case .tooManyFields(let count):
-                return .tooLarge("the request would go on with \(count) header fields, over \(ConnectRequest.maxHeaders): pinproxy adds Host, Via and the framing field to those it forwards")
-            }
-        }
     }
 
     static func parse(head bytes: [UInt8]) -> Result<PlainRequest, Problem> {
