@@ -80,7 +80,7 @@ public struct TLS13ServerFlight: Sendable {
     ///              00 00 Hash.length  ||  /* Handshake message length (bytes) */
     ///              Hash(ClientHello1) ||  /* Hash of ClientHello1 */
     ///              HelloRetryRequest  || … || Mn)
-    private static func signedTranscript(_ messages: [[UInt8]], suite: TLS13Suite) throws(TLS13FlightError) -> [[UInt8]] {
+    static func signedTranscript(_ messages: [[UInt8]], suite: TLS13Suite) throws(TLS13FlightError) -> [[UInt8]] {
         let expectedTypes: [UInt8] = messages.count == 4
             ? [tlsHandshakeClientHello, tlsHandshakeServerHello, tlsHandshakeClientHello, tlsHandshakeServerHello]
             : [tlsHandshakeClientHello, tlsHandshakeServerHello]

@@ -1,0 +1,167 @@
+import COpenSSL
+import Foundation
+
+// The key material of a mirror handshake (issue 18): pinproxy's own ephemeral (EC)DHE keys for the
+// mirror's key shares, and the TLS 1.3 key schedule from the shared secret to the server's handshake
+// traffic secret (RFC 8446 §7.1), so that TLS13ServerFlight can open the server's flight with a
+// secret pinproxy derived itself instead of one from a client's key log.
+
+/// RFC 8446 §4.2.7 NamedGroup values whose key shares pinproxy computes, with the share's length
+/// (§4.2.8.1, §4.2.8.2: X25519/X448 raw, the NIST curves as an uncompressed point).
+enum MirrorGroup: UInt16, CaseIterable {
+    case secp256r1 = 0x0017
+    case secp384r1 = 0x0018
+    case secp521r1 = 0x0019
+    case x25519 = 0x001D
+    case x448 = 0x001E
+
+    var shareLength: Int {
+        switch self {
+        case .secp256r1: return 65
+        case .secp384r1: return 97
+        case .secp521r1: return 133
+        case .x25519: return 32
+        case .x448: return 56
+        }
+    }
+
+    /// OpenSSL's name of the curve (EC) or the key type (X25519, X448).
+    fileprivate var openSSLName: String {
+        switch self {
+        case .secp256r1: return "P-256"
+        case .secp384r1: return "P-384"
+        case .secp521r1: return "P-521"
+        case .x25519: return "X25519"
+        case .x448: return "X448"
+        }
+    }
+
+    fileprivate var isEC: Bool { self == .secp256r1 || self == .secp384r1 || self == .secp521r1 }
+}
+
+/// One ephemeral private key of a mirror's key share. Owns the EVP_PKEY and frees it (OpenSSL
+/// cleanses the private scalar) when the last reference goes. Never printed.
+final class EphemeralKey: @unchecked Sendable, CustomStringConvertible {
+    let group: MirrorGroup
+    /// The key_exchange bytes of the share: exactly `group.shareLength` bytes.
+    let publicShare: [UInt8]
+    private let key: OpaquePointer
+
+    /// A fresh key of `group`; nil if OpenSSL cannot make one (then the share is sent as random
+    /// bytes and the group counts as not computable).
+    init?(_ group: MirrorGroup) {
+        defer { OpenSSLError.clear() }
+        let context = group.isEC ? EVP_PKEY_CTX_new_from_name(nil, "EC", nil) : EVP_PKEY_CTX_new_from_name(nil, group.openSSLName, nil)
+        guard let context else { return nil }
+        defer { EVP_PKEY_CTX_free(context) }
+        var made: OpaquePointer?
+        guard EVP_PKEY_keygen_init(context) == 1,
+              !group.isEC || EVP_PKEY_CTX_set_group_name(context, group.openSSLName) == 1,
+              EVP_PKEY_keygen(context, &made) == 1, let made else { return nil }
+        var encoded: UnsafeMutablePointer<UInt8>?
+        let length = EVP_PKEY_get1_encoded_public_key(made, &encoded)
+        guard let encoded, length == group.shareLength else {
+            if let encoded { CRYPTO_free(encoded, #fileID, #line) }
+            EVP_PKEY_free(made)
+            return nil
+        }
+        publicShare = Array(UnsafeBufferPointer(start: encoded, count: length))
+        CRYPTO_free(encoded, #fileID, #line)
+        self.group = group
+        key = made
+    }
+
+    /// The (EC)DHE shared secret with the server's key_exchange bytes (RFC 8446 §7.4: for the NIST
+    /// curves the x-coordinate, as long as the field; X25519/X448 the raw output, never all
+    /// zeros). nil when the server's share is not a valid point or key of this group.
+    func sharedSecret(with peerShare: [UInt8]) -> SecretBytes? {
+        defer { OpenSSLError.clear() }
+        guard peerShare.count == group.shareLength, let peer = peerKey(peerShare) else { return nil }
+        defer { EVP_PKEY_free(peer) }
+        guard let context = EVP_PKEY_CTX_new(key, nil) else { return nil }
+        defer { EVP_PKEY_CTX_free(context) }
+        var length = 0
+        guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_derive_set_peer(context, peer) == 1,
+              EVP_PKEY_derive(context, nil, &length) == 1, length > 0 else { return nil }
+        var derived = false
+        let secret = SecretBytes(count: length) { out in
+            var written = out.count
+            derived = EVP_PKEY_derive(context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), &written) == 1
+                && written == length
+        }
+        // RFC 7748 §6.1: an all-zero X25519/X448 output is refused (OpenSSL refuses it too).
+        let allZero = secret.withUnsafeBytes { $0.allSatisfy { $0 == 0 } }
+        return derived && !allZero ? secret : nil
+    }
+
+    private func peerKey(_ share: [UInt8]) -> OpaquePointer? {
+        if !group.isEC {
+            let type = group == .x25519 ? EVP_PKEY_X25519 : EVP_PKEY_X448
+            return EVP_PKEY_new_raw_public_key(type, nil, share, share.count)
+        }
+        // An EC key with our curve's parameters, then the server's point (checked on the curve).
+        guard let peer = EVP_PKEY_new() else { return nil }
+        guard EVP_PKEY_copy_parameters(peer, key) == 1, EVP_PKEY_set1_encoded_public_key(peer, share, share.count) == 1 else {
+            EVP_PKEY_free(peer)
+            return nil
+        }
+        return peer
+    }
+
+    var description: String { "EphemeralKey(\(group))" }
+
+    deinit { EVP_PKEY_free(key) }
+}
+
+/// `count` bytes from the system's CSPRNG (getrandom(2) behind Swift's SystemRandomNumberGenerator).
+func randomBytes(_ count: Int) -> [UInt8] {
+    var generator = SystemRandomNumberGenerator()
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(count + 7)
+    while bytes.count < count {
+        withUnsafeBytes(of: generator.next() as UInt64) { bytes += $0 }
+    }
+    return Array(bytes.prefix(count))
+}
+
+/// HKDF-Extract(salt, IKM) (RFC 5869 §2.2) through OpenSSL's HKDF in extract-only mode.
+func hkdfExtract(salt: SecretBytes, ikm: SecretBytes, suite: TLS13Suite) -> SecretBytes {
+    var extracted = false
+    let output = SecretBytes(count: suite.hashLength) { out in
+        guard let context = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, nil) else { return }
+        defer { EVP_PKEY_CTX_free(context) }
+        var outLength = out.count
+        extracted = salt.withUnsafeBytes { salt in
+            ikm.withUnsafeBytes { ikm in
+                EVP_PKEY_derive_init(context) == 1
+                    && EVP_PKEY_CTX_set_hkdf_mode(context, EVP_PKEY_HKDEF_MODE_EXTRACT_ONLY) == 1
+                    && EVP_PKEY_CTX_set_hkdf_md(context, suite.digest) == 1
+                    && EVP_PKEY_CTX_set1_hkdf_salt(context, salt.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(salt.count)) == 1
+                    && EVP_PKEY_CTX_set1_hkdf_key(context, ikm.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(ikm.count)) == 1
+                    && EVP_PKEY_derive(context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), &outLength) == 1
+                    && outLength == suite.hashLength
+            }
+        }
+    }
+    precondition(extracted, "HKDF-Extract failed")
+    OpenSSLError.clear()
+    return output
+}
+
+/// RFC 8446 §7.1, without a PSK:
+///
+///     early_secret     = HKDF-Extract(0, 0)
+///     derived          = Derive-Secret(early_secret, "derived", "")
+///     handshake_secret = HKDF-Extract(derived, (EC)DHE)
+///     server_handshake_traffic_secret = Derive-Secret(handshake_secret, "s hs traffic", ClientHello...ServerHello)
+///
+/// with Derive-Secret(S, Label, M) = HKDF-Expand-Label(S, Label, Transcript-Hash(M), Hash.length).
+/// `transcript` is in its signed form (after a HelloRetryRequest the message_hash in place of the
+/// first ClientHello, as TLS13ServerFlight builds it).
+func serverHandshakeTrafficSecret(shared: SecretBytes, suite: TLS13Suite, signedTranscript: [[UInt8]]) -> SecretBytes {
+    let zeros = SecretBytes(count: suite.hashLength) { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+    let earlySecret = hkdfExtract(salt: zeros, ikm: zeros, suite: suite)
+    let derived = hkdfExpandLabel(earlySecret, "derived", context: suite.hash([]), length: suite.hashLength, suite: suite)
+    let handshakeSecret = hkdfExtract(salt: derived, ikm: shared, suite: suite)
+    return hkdfExpandLabel(handshakeSecret, "s hs traffic", context: suite.hash(signedTranscript), length: suite.hashLength, suite: suite)
+}
