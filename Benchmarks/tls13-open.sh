@@ -14,6 +14,6 @@ for f in Sources/TLSInspection/*.swift; do grep -v 'import PinPolicy$' "$f" > "$
 printf 'module CShims {\n    header "%s/Sources/CShims/include/CShims.h"\n    export *\n}\n' "$PWD" > "$work/cshims/module.modulemap"
 clang -c -O2 -I Sources/CShims/include Sources/CShims/CShims.c -o "$work/cshims.o"
 swiftc -O -parse-as-library -module-name TLS13Bench -I Sources/COpenSSL -I "$work/cshims" \
-  $(ls Sources/PinPolicy/*.swift | grep -v PolicyLoader.swift) "$work"/src/*.swift \
+  $(grep -L '^import Yams' Sources/PinPolicy/*.swift) "$work"/src/*.swift \
   Tests/TestSupport/TLS13Vectors.swift Benchmarks/tls13-open.swift "$work/cshims.o" -lssl -lcrypto -o "$work/tls13-open"
 "$work/tls13-open" "$rounds"

@@ -1,0 +1,41 @@
+import Foundation
+import Yams
+
+/// The `defaults:` section.
+extension PolicyReader {
+    func readDefaults(_ node: Node) -> PolicyDefaults? {
+        guard let f = fields(node, "defaults", allowed: .defaults) else { return nil }
+        guard let u = f["unpinned"] else {
+            fail(node, "defaults.unpinned is required: 'allow' (tunnel hosts no rule matches, unverified) or 'deny' (refuse them)")
+            return nil
+        }
+        guard let unpinned = choice(u, "defaults.unpinned", UnpinnedDecision.self, options: [.allow, .deny]) else { return nil }
+        var defaults = PolicyDefaults(unpinned: unpinned)
+        if let n = f["trust"], let trust = trust(n, "defaults.trust") { defaults.trust = trust }
+        if let n = f["require_backup"],
+           let v = choice(n, "defaults.require_backup", BackupRequirement.self, options: [.warn, .error, .off]) {
+            defaults.requireBackup = v
+        }
+        if let n = f["require_keylog"], let v = boolean(n, "defaults.require_keylog") { defaults.requireKeylog = v }
+        return defaults
+    }
+
+    func trust(_ node: Node, _ what: String) -> Trust? {
+        guard let text = string(node, what) else { return nil }
+        switch text {
+        case "system": return .system
+        case "pins-only": return .pinsOnly
+        default:
+            if text.hasPrefix("ca-file:"), text.count > 8 {
+                let file = path(String(text.dropFirst(8)))
+                guard FileManager.default.isReadableFile(atPath: file) else {
+                    fail(node, "\(what): the CA file '\(file)' cannot be read")
+                    return nil
+                }
+                return .caFile(path: file)
+            }
+            fail(node, "\(what) must be system, pins-only or ca-file:/path/to/bundle.pem, not '\(text)'")
+            return nil
+        }
+    }
+}

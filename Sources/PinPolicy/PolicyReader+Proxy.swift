@@ -1,0 +1,155 @@
+import Foundation
+import Yams
+
+/// The `proxy:` section (listen addresses, limits, timeouts, upstream proxy, DNS, metrics).
+extension PolicyReader {
+    func readProxy(_ node: Node) -> ProxySettings {
+        var settings = ProxySettings()
+        guard let f = fields(node, "proxy", allowed: .proxy) else { return settings }
+        if let n = f["listen"], let items = list(n, "proxy.listen", example: "[\"127.0.0.1:3128\", \"[::1]:3128\"]") {
+            var addresses: [SocketAddress] = []
+            for item in items {
+                guard let text = string(item, "a proxy.listen address") else { continue }
+                guard let address = SocketAddress.parse(text) else {
+                    fail(item, "'\(text)' is not a listen address; write IP:PORT, e.g. 127.0.0.1:3128 or [::1]:3128")
+                    continue
+                }
+                addresses.append(address)
+            }
+            if items.isEmpty { fail(n, "proxy.listen must name at least one address") }
+            settings.listen = addresses
+        }
+        if let n = f["allow_clients"], let set = addressSet(n, "proxy.allow_clients") {
+            settings.allowClients = set
+            settings.allowClientsExplicit = true
+        }
+        if let n = f["allowed_ports"], let ports = ports(n, "proxy.allowed_ports") { settings.allowedPorts = ports }
+        if let n = f["deny_destinations"], let set = addressSet(n, "proxy.deny_destinations") { settings.denyDestinations = set }
+        if let n = f["dns"] { settings.dns = readDNS(n) }
+        if let n = f["max_tunnels"], let v = integer(n, "proxy.max_tunnels", in: 1...1_000_000) { settings.maxTunnels = v }
+        if let n = f["workers"], let v = integer(n, "proxy.workers", in: 1...64) { settings.workers = v }
+        if let n = f["max_request_bytes"], let v = integer(n, "proxy.max_request_bytes", in: 256...1_048_576) { settings.maxRequestBytes = v }
+        let durations: [(String, WritableKeyPath<ProxySettings, Double>)] = [
+            ("header_timeout", \.headerTimeout), ("dns_timeout", \.dnsTimeout), ("connect_timeout", \.connectTimeout),
+            ("connect_total_timeout", \.connectTotalTimeout), ("probe_timeout", \.probeTimeout),
+            ("idle_timeout", \.idleTimeout), ("verify_cache_ttl", \.verifyCacheTTL), ("drain_timeout", \.drainTimeout),
+            ("stats_interval", \.statsInterval),
+        ]
+        for (key, path) in durations {
+            guard let n = f[key], let seconds = duration(n, "proxy.\(key)") else { continue }
+            if seconds == 0 && !["verify_cache_ttl", "stats_interval", "drain_timeout"].contains(key) {
+                fail(n, "proxy.\(key) must be more than 0")
+                continue
+            }
+            settings[keyPath: path] = seconds
+        }
+        if let n = f["log_format"], let v = choice(n, "proxy.log_format", LogFormat.self, options: [.text, .json]) { settings.logFormat = v }
+        if let n = f["keylog"] { settings.keylog = readKeyLog(n) }
+        settings.upstreamProxy = readUpstreamProxy(f["upstream_proxy"], credentials: f["upstream_proxy_credentials_file"])
+        if let n = f["relay"], let v = choice(n, "proxy.relay", RelayMethod.self, options: [.copy, .splice]) { settings.relay = v }
+        if let n = f["metrics_listen"] { settings.metricsListen = readMetricsListen(n) }
+        if let n = f["plain_http"], let v = choice(n, "proxy.plain_http", PlainHTTPMode.self, options: [.forward, .refuse]) { settings.plainHTTP = v }
+        if let n = f["allowed_plain_ports"], let ports = ports(n, "proxy.allowed_plain_ports") { settings.allowedPlainPorts = ports }
+        for address in settings.listen where !AddressSet.parse(["loopback"])!.contains(address.ip) && !settings.allowClientsExplicit {
+            fail(f["listen"], "listening on \(address) (beyond loopback) needs an explicit proxy.allow_clients list, so that pinproxy is never an open proxy by accident")
+        }
+        return settings
+    }
+
+    /// `proxy.metrics_listen: IP:PORT`, a loopback address only: the metrics say how much traffic
+    /// goes where, which is nobody's business beyond this machine (and the listener has no client list).
+    func readMetricsListen(_ node: Node) -> SocketAddress? {
+        guard let text = string(node, "proxy.metrics_listen") else { return nil }
+        guard let address = SocketAddress.parse(text) else {
+            fail(node, "'\(text)' is not a metrics address; write IP:PORT on loopback, e.g. 127.0.0.1:9464 or [::1]:9464")
+            return nil
+        }
+        guard AddressSet.parse(["loopback"])!.contains(address.ip) else {
+            fail(node, "proxy.metrics_listen must be a loopback address (127.0.0.0/8 or ::1), not \(address): the metrics are served to this machine only; scrape them through an SSH tunnel or a local agent")
+            return nil
+        }
+        return address
+    }
+
+    /// `upstream_proxy: http://IP:PORT` and the file its credentials are read from (one line
+    /// `user:password`): credentials never stand in the policy file itself.
+    func readUpstreamProxy(_ node: Node?, credentials: Node?) -> UpstreamProxy? {
+        guard let node else {
+            if let credentials { fail(credentials, "proxy.upstream_proxy_credentials_file needs proxy.upstream_proxy") }
+            return nil
+        }
+        guard let text = string(node, "proxy.upstream_proxy") else { return nil }
+        guard text.hasPrefix("http://") else {
+            fail(node, "proxy.upstream_proxy must be http://IP:PORT (the parent is spoken to in HTTP CONNECT), not '\(text)'")
+            return nil
+        }
+        var rest = String(text.dropFirst(7))
+        if rest.hasSuffix("/") { rest.removeLast() }
+        if rest.contains("@") {
+            fail(node, "proxy.upstream_proxy must not carry credentials; put 'user:password' in a file named by proxy.upstream_proxy_credentials_file")
+            return nil
+        }
+        guard let address = SocketAddress.parse(rest), address.port != 0 else {
+            fail(node, "'\(text)' is not http://IP:PORT, e.g. http://10.0.0.1:3128 or http://[2001:db8::1]:3128 (a name is not accepted: pinproxy would have to resolve it before every CONNECT)")
+            return nil
+        }
+        guard let credentials else { return UpstreamProxy(address: address) }
+        guard let file = string(credentials, "proxy.upstream_proxy_credentials_file").map(path) else { return nil }
+        let bytes: [UInt8]
+        do {
+            bytes = try PlainFile.contents(of: file, limit: 4096)
+        } catch {
+            fail(credentials, "proxy.upstream_proxy_credentials_file: \(error)")
+            return nil
+        }
+        var line = bytes
+        while let last = line.last, last == 0x0a || last == 0x0d { line.removeLast() }
+        guard line.contains(0x3a), line.first != 0x3a, !line.contains(where: { $0 < 0x20 || $0 == 0x7f }) else {
+            // The message never quotes the file: it holds a password.
+            fail(credentials, "proxy.upstream_proxy_credentials_file \(file) must hold one line 'user:password'")
+            return nil
+        }
+        return UpstreamProxy(address: address, authorization: "Basic " + Base64.encode(line))
+    }
+
+    func addressSet(_ node: Node, _ what: String) -> AddressSet? {
+        guard let items = list(node, what, example: "[loopback, \"10.0.0.0/8\"]") else { return nil }
+        var entries: [AddressSet.Entry] = []
+        for item in items {
+            guard let text = string(item, "an entry of \(what)") else { continue }
+            guard let entry = AddressSet.entry(text) else {
+                fail(item, "'\(text)' is neither an address class (\(AddressSet.classes.keys.sorted().joined(separator: ", "))) nor a CIDR such as 10.0.0.0/8")
+                continue
+            }
+            entries.append(entry)
+        }
+        return AddressSet(entries: entries)
+    }
+
+    func readDNS(_ node: Node) -> DNSSettings {
+        var dns = DNSSettings()
+        guard let f = fields(node, "proxy.dns", allowed: .dns) else { return dns }
+        if let n = f["nameservers"] {
+            if case .scalar = n {
+                if string(n, "proxy.dns.nameservers") != "system" {
+                    fail(n, "proxy.dns.nameservers must be 'system' or a list such as [\"127.0.0.1:53\"]")
+                }
+            } else if let items = list(n, "proxy.dns.nameservers", example: "[\"127.0.0.1:53\"]") {
+                var servers: [SocketAddress] = []
+                for item in items {
+                    guard let text = string(item, "a nameserver") else { continue }
+                    guard let address = SocketAddress.parse(text, defaultPort: 53), address.port != 0 else {
+                        fail(item, "'\(text)' is not a nameserver address; write IP or IP:PORT")
+                        continue
+                    }
+                    servers.append(address)
+                }
+                dns.nameservers = .list(servers)
+            }
+        }
+        if let n = f["hosts_file"], let text = string(n, "proxy.dns.hosts_file") {
+            dns.hostsFile = text == "none" ? nil : path(text)
+        }
+        return dns
+    }
+}
