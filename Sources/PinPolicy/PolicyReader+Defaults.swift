@@ -17,7 +17,18 @@ extension PolicyReader {
             defaults.requireBackup = v
         }
         if let n = f["require_keylog"], let v = boolean(n, "defaults.require_keylog") { defaults.requireKeylog = v }
+        if let n = f["quarantine"], let v = quarantine(n, "defaults.quarantine") { defaults.quarantine = v }
         return defaults
+    }
+
+    /// A quarantine's length: a duration from 0s (off) to 7 days.
+    func quarantine(_ node: Node, _ what: String) -> TimeInterval? {
+        guard let seconds = duration(node, what) else { return nil }
+        guard seconds <= 7 * 24 * 3600 else {
+            fail(node, "\(what) is at most 7d (168h): a quarantine outlasting that hides the incident instead of drawing attention to it; write 0s to turn it off")
+            return nil
+        }
+        return seconds
     }
 
     func trust(_ node: Node, _ what: String) -> Trust? {

@@ -75,6 +75,7 @@ extension PolicyReader {
         let expires = f["expires"].flatMap { date($0, "expires") }
         let onExpiry = f["on_expiry"].flatMap { choice($0, "on_expiry", ExpiryBehaviour.self, options: [.enforce, .report]) }
         let requireKeylog = f["require_keylog"].flatMap { boolean($0, "require_keylog") } ?? defaults?.requireKeylog ?? false
+        let quarantine = f["quarantine"].flatMap { self.quarantine($0, "quarantine") } ?? defaults?.quarantine ?? Rule.defaultQuarantine
 
         let patternText = pattern?.description ?? "?"
         switch mode {
@@ -82,6 +83,7 @@ extension PolicyReader {
             if !pins.isEmpty { fail(f["pins"] ?? f["pinset"], "the rule for '\(patternText)' is mode: unpinned, so its pins would never be checked; remove them or use mode: report") }
             if f["trust"] != nil { fail(f["trust"], "the rule for '\(patternText)' is mode: unpinned: no chain is checked, so 'trust' has no effect") }
             if f["require_keylog"] != nil { fail(f["require_keylog"], "the rule for '\(patternText)' is mode: unpinned: no chain is checked, so 'require_keylog' has no effect") }
+            if f["quarantine"] != nil { fail(f["quarantine"], "the rule for '\(patternText)' is mode: unpinned: no chain is checked, so nothing is caught and 'quarantine' has no effect") }
         case .enforce, .report:
             if pins.isEmpty && errors.count == errorsBeforePins {
                 fail(node, "the rule for '\(patternText)' has no pins; an \(mode.rawValue) rule needs at least one (pins: or pinset:), or write mode: unpinned to exclude the name")
@@ -105,6 +107,6 @@ extension PolicyReader {
         guard let pattern else { return nil }
         let effective = mode == .unpinned ? false : requireKeylog
         return Rule(pattern: pattern, ports: ports, mode: mode, trust: trust, pins: pins, pinset: pinsetName,
-                    expires: expires, onExpiry: onExpiry, requireKeylog: effective, line: line)
+                    expires: expires, onExpiry: onExpiry, requireKeylog: effective, quarantine: quarantine, line: line)
     }
 }

@@ -91,6 +91,10 @@ public struct ProxySettings: Hashable, Sendable {
     public var probeTimeout: Double = 10
     public var idleTimeout: Double = 300
     public var verifyCacheTTL: Double = 60
+    /// `mirror_checks`: how many mirror connections a pinned tunnel gets (0: none, its TLS 1.3
+    /// without a key-log line rests on the probe). Each more is a decoy: an interceptor that picks
+    /// one connection of N + 1 at random wins with probability 1/(N + 1) and is caught otherwise.
+    public var mirrorChecks = 1
     public var drainTimeout: Double = 15
     public var logFormat: LogFormat = .text
     public var statsInterval: Double = 60
@@ -134,6 +138,8 @@ public struct PolicyDefaults: Hashable, Sendable {
     public var requireBackup: BackupRequirement = .warn
     /// `require_keylog`: refuse a pinned TLS 1.3 tunnel whose client wrote no key line in time.
     public var requireKeylog = false
+    /// `quarantine`: how long a host:port stays quarantined after a caught interception (0: off).
+    public var quarantine: TimeInterval = Rule.defaultQuarantine
 
     public init(unpinned: UnpinnedDecision) { self.unpinned = unpinned }
 }

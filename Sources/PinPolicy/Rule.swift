@@ -65,12 +65,15 @@ public struct Rule: Hashable, Sendable {
     /// tunnel whose client wrote no key line within `proxy.keylog.wait` is refused (`keylog_missing`)
     /// instead of relayed `probe-only`.
     public let requireKeylog: Bool
+    /// `quarantine` of the rule, or of `defaults`: how long a host:port stays quarantined after a
+    /// check caught a chain failing this rule that a client could have been shown (0: never).
+    public let quarantine: TimeInterval
     /// Line of the rule in the policy file.
     public let line: Int
 
     public init(pattern: RulePattern, ports: [UInt16]? = nil, mode: RuleMode = .enforce, trust: Trust = .system,
                 pins: [PinEntry] = [], pinset: String? = nil, expires: Date? = nil, onExpiry: ExpiryBehaviour? = nil,
-                requireKeylog: Bool = false, line: Int = 0) {
+                requireKeylog: Bool = false, quarantine: TimeInterval = Rule.defaultQuarantine, line: Int = 0) {
         self.pattern = pattern
         self.ports = ports
         self.mode = mode
@@ -80,8 +83,13 @@ public struct Rule: Hashable, Sendable {
         self.expires = expires
         self.onExpiry = onExpiry
         self.requireKeylog = requireKeylog
+        self.quarantine = quarantine
         self.line = line
     }
+
+    /// Ten minutes: long enough that an interceptor caught once cannot simply try again, short
+    /// enough that a false alarm heals by itself.
+    public static let defaultQuarantine: TimeInterval = 600
 
     public func applies(to authority: Authority) -> Bool {
         pattern.matches(authority.target) && (ports?.contains(authority.port) ?? true)

@@ -31,9 +31,9 @@ import TestSupport
         let closed = proxy.events("tunnel_closed", count: 2)
         #expect(closed.count == 2 && closed.allSatisfy { $0["verify"] == "probe+keylog" && $0["tls"] == "TLSv1.3" })
 
-        // A client that writes no key log is verified by the probe only, as before.
+        // A client that writes no key log is verified by the mirror check once its line is missing.
         #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port).body == "hello from good\n")
-        #expect(proxy.events("tunnel_closed", count: 3).last?["verify"] == "probe-only")
+        #expect(proxy.events("tunnel_closed", count: 3).last?["verify"] == "probe+mirror")
     }
 
     @Test func theSelectiveAttackerIsRefusedOnTLS13() throws {

@@ -26,21 +26,27 @@ import TestSupport
         let rogue = try Upstream("rogue-leaf", name: "rogue", port: good.port, extra: ["--bind", "127.0.0.2"])
         let rotated = try Upstream("leaf-rotated", name: "rotated", port: good.port, extra: ["--bind", "127.0.0.3"])
         let plain = try PlainHTTPTests.server()
+        // A selective interceptor on TLS 1.3: the probe reaches the genuine server, the tunnel and
+        // its mirror the rogue one (interception_suspected, then quarantine_lifted a second later).
+        let genuine13 = try Upstream("leaf-ec256", name: "genuine 1.3", tls: "1.3")
+        let rogue13 = try Upstream("rogue-leaf", name: "rogue 1.3", tls: "1.3")
+        let interceptor = try Replayer(genuine: genuine13.port, abort: "none", then: rogue13.port)
         let config = """
             version: 1
             proxy:
-              allowed_ports: [\(good.port)]
+              allowed_ports: [\(good.port), \(interceptor.port)]
               allowed_plain_ports: [\(plain.port)]
               deny_destinations: [link-local]
               dns: { nameservers: [], hosts_file: none }
               stats_interval: 200ms
               drain_timeout: 1s
-            defaults: { unpinned: allow, trust: "ca-file:\(Paths.fixture("both-roots.pem"))" }
+            defaults: { unpinned: allow, trust: "ca-file:\(Paths.fixture("both-roots.pem"))", quarantine: 1s }
             resolve:
               api.pinproxy.test: 127.0.0.1
               x.api.pinproxy.test: 127.0.0.2
               y.api.pinproxy.test: 127.0.0.3
               free.pinproxy.test: 127.0.0.1
+              mitm.api.pinproxy.test: 127.0.0.1
             deny: ["\(Pins.leafRotated)"]
             rules:
               - host: api.pinproxy.test
@@ -68,6 +74,9 @@ import TestSupport
         _ = try rawExchange(port: proxy.port, send: Array("GET http://free.pinproxy.test:\(plain.port)/hello HTTP/1.1\r\nConnection: close\r\n\r\n".utf8))  // forwarded
         _ = try rawExchange(port: proxy.port, send: Array("GET http://api.pinproxy.test/ HTTP/1.1\r\n\r\n".utf8))  // rejected: a pinned host over plain HTTP
         #expect(proxy.waitFor("tunnel_closed") { $0["host"] == "free.pinproxy.test" } != nil)
+        _ = try curl(proxy: proxy.port, host: "mitm.api.pinproxy.test", port: interceptor.port)  // refused (mirror), suspected
+        #expect(proxy.waitFor("interception_suspected") != nil)
+        #expect(proxy.waitFor("quarantine_lifted") != nil)
         let original = try String(contentsOfFile: proxy.configPath, encoding: .utf8)
         try "version: 1\nbogus: true\n".write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
         proxy.signal(SIGHUP)
@@ -97,7 +106,7 @@ import TestSupport
         collect(try run(Paths.pinproxy, ["run", "--config", broken, "--log-format", format], timeout: 20).stderr.split(separator: "\n").map { parseLogLine(String($0)) })
         let open = try temporaryFile(config)
         collect(try run(Paths.pinproxy, ["run", "--config", open, "--log-format", format, "--listen", "0.0.0.0:0"], timeout: 20).stderr.split(separator: "\n").map { parseLogLine(String($0)) })
-        _ = (rogue, rotated)
+        _ = (rogue, rotated, genuine13, rogue13, interceptor)
         return (events, keys)
     }
 
@@ -115,7 +124,7 @@ import TestSupport
         // or a week on a moved clock: RotationTests.
         // `reaped`, `silent`, `limit`: a flood of silent connections (AbuseTests).
         // `bytes_per_s`, `skipped_bytes`, `watches`, `found`: a key-log flood or a swapped key log: KeyLogIntakeTests.
-        let expectedKeys = documentedKeys.subtracting(["dropped", "probe_tls", "setting", "days_left", "leaf_spki", "leaf_cert", "since",
+        let expectedKeys = documentedKeys.subtracting(["dropped", "probe_tls", "setting", "days_left", "leaf_spki", "leaf_cert",
                                                        "reaped", "silent", "limit", "bytes_per_s", "skipped_bytes", "watches", "found"])
         #expect(text.keys == expectedKeys, "undocumented: \(text.keys.subtracting(expectedKeys).sorted()); never emitted: \(expectedKeys.subtracting(text.keys).sorted())")
         #expect(text.events.isSubset(of: documentedEvents), "undocumented events: \(text.events.subtracting(documentedEvents))")

@@ -19,7 +19,7 @@ import TestSupport
         #expect(allowed["pin_position"] == "0" && allowed["chain.2.spki"] == Pins.root && allowed["chain.2.anchor"] == "true")
         let closed = try #require(proxy.waitFor("tunnel_closed"))
         // TLS 1.2: the client's own chain was judged in the stream too; TLS 1.3 encrypts it.
-        #expect(closed["verdict"] == "allowed" && closed["verify"] == (tls == "1.2" ? "probe+stream" : "probe-only"))
+        #expect(closed["verdict"] == "allowed" && closed["verify"] == (tls == "1.2" ? "probe+stream" : "probe+mirror"))
         #expect(Int(closed["bytes_down"] ?? "") ?? 0 > 1000)
         #expect(try urllib(proxy: proxy.port, host: "api.pinproxy.test", port: server.port) == "OK 200 hello from good \(leaf) \(tls)")
         #expect(proxy.stop() == 0)

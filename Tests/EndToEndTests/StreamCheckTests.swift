@@ -34,17 +34,6 @@ import TestSupport
         #expect(proxy2.waitFor("tunnel_refused")?["stage"] == "stream")
     }
 
-    /// TLS 1.3 encrypts the Certificate: the residual risk, stated in the log as `probe-only`.
-    @Test func onTLS13TheSelectiveAttackerIsTheDocumentedResidue() throws {
-        let genuine = try Upstream("leaf-ec256", name: "genuine", tls: "1.3")
-        let rogue = try Upstream("rogue-leaf", name: "rogue", tls: "1.3")
-        let attacker = try Replayer(genuine: genuine.port, abort: "none", then: rogue.port)
-        let proxy = try ProxyProcess(config: policy(ports: [attacker.port], rules: Self.apiPinned))
-        _ = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: attacker.port)
-        let closed = try #require(proxy.waitFor("tunnel_closed"))
-        #expect(closed["verify"] == "probe-only" && closed["tls"] == "TLSv1.3")
-    }
-
     /// The probe negotiated TLS 1.3, the tunnel TLS 1.2 (a downgrade, or another server): the chain
     /// is the genuine one, so the tunnel stands, verified in the stream, and the change is logged.
     @Test func aTLSVersionOtherThanTheProbesIsLogged() throws {
@@ -83,7 +72,7 @@ import TestSupport
         #expect(result.exitCode == 0 && result.body == "hello from p384 only\n", "\(result.stderr)")
         #expect(try urllib(proxy: proxy.port, host: "api.pinproxy.test", port: server.port) == "OK 200 hello from p384 only")
         let closed = try #require(proxy.waitFor("tunnel_closed"))
-        #expect(closed["verify"] == "probe-only" && closed["tls"] == "TLSv1.3")
+        #expect(closed["verify"] == "probe+mirror" && closed["tls"] == "TLSv1.3", "\(closed)")
     }
 
     /// A server that hangs up in the middle of its first flight: what was held (a ServerHello and
@@ -100,7 +89,7 @@ import TestSupport
     }
 
     /// The good path through the stream check, byte for byte, with how it was verified.
-    @Test(arguments: [("1.2", "probe+stream", "TLSv1.2"), ("1.3", "probe-only", "TLSv1.3")])
+    @Test(arguments: [("1.2", "probe+stream", "TLSv1.2"), ("1.3", "probe+mirror", "TLSv1.3")])
     func goodTunnelsStillWork(tls: String, verify: String, version: String) throws {
         let server = try Upstream("leaf-ec256", name: "good", tls: tls)
         let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: Self.apiPinned))

@@ -26,9 +26,9 @@ import TestSupport
         #expect(proxy.events("tunnel_allowed", count: 2).map { $0["cached"] ?? "?" } == ["false", "false"])
     }
 
-    /// A cached chain is judged by the policy in force: a reload that removes its pin refuses it
-    /// at once, without a new handshake.
-    @Test func aCachedChainIsJudgedByTheReloadedPolicy() throws {
+    /// A reload forgets every cached chain: the next CONNECT probes again and is judged by the
+    /// policy in force (a reload that removes its pin refuses it).
+    @Test func aReloadForgetsTheCachedChains() throws {
         let server = try Upstream("leaf-ec256", name: "good", tls: "1.2")
         let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: Self.apiPinned, proxy: "workers: 1"))
         #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port).body == "hello from good\n")
@@ -37,22 +37,23 @@ import TestSupport
         #expect(proxy.waitFor("policy_reloaded") != nil)
         #expect(statusLine(try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:\(server.port)")) == "HTTP/1.1 502 Certificate Pin Mismatch")
         let refused = try #require(proxy.waitFor("tunnel_refused"))
-        #expect(refused["cached"] == "true" && refused["reason"] == "pin_mismatch")
+        #expect(refused["cached"] == "false" && refused["reason"] == "pin_mismatch")
     }
 
-    /// A warm cache never weakens the stream check: the selective attacker's rogue chain in the
-    /// tunnel is refused whether the CONNECT probed or not.
-    @Test func theStreamCheckStillJudgesTheTunnelOnACacheHit() throws {
+    /// No refusal is cached: after the stream check caught the selective attacker's rogue chain in
+    /// the tunnel, the next CONNECT probes again (and meets the rogue server there).
+    @Test func aCaughtTunnelLeavesNoCachedChain() throws {
         let genuine = try Upstream("leaf-ec256", name: "genuine", tls: "1.2")
         let rogue = try Upstream("rogue-leaf", name: "rogue", tls: "1.2")
         let attacker = try Replayer(genuine: genuine.port, abort: "none", then: rogue.port)
         let proxy = try ProxyProcess(config: policy(ports: [attacker.port], rules: Self.apiPinned, proxy: "workers: 1"))
-        for _ in 0..<2 {
-            let result = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: attacker.port)
-            #expect(result.connectStatus == 200 && result.exitCode == 35 && !result.body.contains("rogue"))
-        }
+        let first = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: attacker.port)
+        #expect(first.connectStatus == 200 && first.exitCode == 35 && !first.body.contains("rogue"))
+        let second = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: attacker.port)
+        #expect(second.connectStatus == 502 && !second.body.contains("rogue"))
         let refused = proxy.events("tunnel_refused", count: 2)
-        #expect(refused.count == 2 && refused.allSatisfy { $0["stage"] == "stream" && $0["reason"] == "pin_mismatch" })
-        #expect(proxy.events("tunnel_allowed", count: 2).map { $0["cached"] ?? "?" } == ["false", "true"])
+        #expect(refused.count == 2 && refused.allSatisfy { $0["reason"] == "pin_mismatch" })
+        #expect(refused.map { $0["stage"] ?? "probe" } == ["stream", "probe"] && refused.last?["cached"] == "false")
+        #expect(proxy.events("tunnel_allowed", count: 2).map { $0["cached"] ?? "?" } == ["false"])
     }
 }

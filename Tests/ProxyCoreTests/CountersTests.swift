@@ -10,6 +10,7 @@ import Testing
         c.bypassed = base + 5; c.unpinned = base + 6; c.closed = base + 7; c.bytesUp = base + 8
         c.bytesDown = base + 9; c.closedByReload = base + 10; c.liveSessionObjects = base + 11
         c.silentReaped = base + 12; c.reloadsSucceeded = base + 13; c.reloadsFailed = base + 14
+        c.interceptionsSuspected = base + 17; c.unverifiedResumptions = base + 18
         c.refusedByReason = ["pin_mismatch": base + 15, "dns_failed": base + 16]
         return c
     }
@@ -27,7 +28,7 @@ import Testing
         #expect(Self.intFields(a).filter { $0.value == 0 }.isEmpty)
         let sum = a + b
         let fields = Self.intFields(sum), left = Self.intFields(a), right = Self.intFields(b)
-        #expect(fields.count == 14)
+        #expect(fields.count == 16)
         for (name, value) in fields { #expect(value == left[name]! + right[name]!, "\(name)") }
         #expect(sum.refusedByReason == ["pin_mismatch": 15 + 115, "dns_failed": 16 + 116])
     }

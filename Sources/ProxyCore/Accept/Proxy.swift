@@ -90,7 +90,7 @@ public final class Proxy {
         workerCount = WorkerCount.resolve(snapshot.policy.proxy.workers)
         let shared = Worker.Shared(logger: logger, debugBypassEnabled: debugBypassEnabled, boundAddresses: boundAddresses,
                                    budget: budget, resumptions: resumptions, expiries: RuleExpiryBook(), rotation: rotation, keyLogIntake: keyLog,
-                                   workerCount: workerCount)
+                                   quarantine: quarantine, workerCount: workerCount)
         supervisor.take((0..<workerCount).map { Worker(index: $0, snapshot: snapshot, shared: shared) })
         if let address = snapshot.policy.proxy.metricsListen {
             do {
@@ -166,6 +166,7 @@ public final class Proxy {
         systemd.handleSignals(stop: { [weak self] in self?.stop(signal: $0) }, reload: { [weak self] in self?.reload() })
         logStarted()
         scheduleStats()
+        scheduleQuarantineLifts()
         rotationTimer = Timer(loop: loop, after: rotation.clock.tickInterval, repeating: true) { [unowned self] in
             if let banner = rotation.bypassBanner(snapshot.policy, enabled: debugBypassEnabled) { logger.emit(banner) }
         }
@@ -185,6 +186,7 @@ public final class Proxy {
         logger.emit(LogRecord(.info, "stopped", statsSample().fields + [("version", .string(BuildInfo.version))]))
         systemd.end()
         statsTimer = nil
+        quarantineTimer = nil
     }
 
     // MARK: accepting
@@ -294,6 +296,9 @@ public final class Proxy {
             let old = previous, new = fresh.policy
             if old.rules != new.rules || old.deny != new.deny || old.pinsets != new.pinsets || old.defaults != new.defaults {
                 resumptions.forgetAll()
+            }
+            for (key, entry) in quarantine.reloaded(new) {
+                logger.emit(SessionLog.quarantineLifted(key, entry: entry, because: "rule_changed"))
             }
             // Every worker takes the snapshot and judges its open tunnels again; the one
             // `policy_reloaded` line is written once all have answered, with their sums.
@@ -413,6 +418,18 @@ public final class Proxy {
 
     /// Resumable TLS 1.2 sessions the stream check saw verified, on any worker.
     let resumptions = ResumptionLedger()
+    /// The host:ports where a check caught an interception, for every worker.
+    let quarantine = Quarantine()
+    /// Lifts the quarantines that ran out, each with its `quarantine_lifted` line.
+    private var quarantineTimer: Timer?
+
+    private func scheduleQuarantineLifts() {
+        quarantineTimer = Timer(loop: loop, after: 1, repeating: true) { [unowned self] in
+            for (key, entry) in quarantine.lift(at: Date()) {
+                logger.emit(SessionLog.quarantineLifted(key, entry: entry, because: "expired"))
+            }
+        }
+    }
 }
 
 @available(*, unavailable) extension Proxy: Sendable {}

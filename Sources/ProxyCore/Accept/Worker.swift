@@ -21,6 +21,8 @@ final class Worker: @unchecked Sendable {
         /// Rotation warnings, once per host a day across all workers.
         let rotation: RotationWatch
         let keyLogIntake: KeyLogIntake?
+        /// The host:ports where a check caught an interception.
+        let quarantine: Quarantine
         /// How many workers share the accepted connections.
         let workerCount: Int
     }
@@ -125,6 +127,7 @@ final class Worker: @unchecked Sendable {
     var logger: Logger { shared.logger }
     var debugBypassEnabled: Bool { shared.debugBypassEnabled }
     var resumptions: ResumptionLedger { shared.resumptions }
+    var quarantine: Quarantine { shared.quarantine }
 
     // MARK: from the supervisor (on this worker's thread, through the mailbox)
 
@@ -209,6 +212,7 @@ final class Worker: @unchecked Sendable {
             keyLog?.intake.wait = settings.wait
         }
         resolver.giveUpAfter(fresh.policy.proxy.dnsTimeout)
+        probes.forgetAll()  // a chain seen under the old policy is looked at again under the new one
         let open = Array(sessions.values)
         let before = tally.withLock { $0.counters.closedByReload }
         for session in open { session.rejudge(under: fresh) }
@@ -289,7 +293,24 @@ final class Worker: @unchecked Sendable {
             if !record.tlsVersion.isEmpty && version != record.tlsVersion {
                 logger.emit(SessionLog.versionChanged(to: version, record: record, clientOfferedTLS13: clientOfferedTLS13))
             }
+        case .caught(let caught, let judged):
+            suspectInterception(caught, judged: judged, record: record)
         }
+    }
+
+    /// Forgets the probe chains cached for `authority`.
+    func forgetProbe(_ authority: Authority) { probes.forget(target: authority) }
+
+    /// A check caught what only an interceptor shows: the host:port goes into quarantine (under
+    /// its rule's `quarantine`), the cached probe chain for it is forgotten, and one error line says
+    /// so — one per quarantine, not per caught tunnel, so an attack does not flood the log.
+    func suspectInterception(_ caught: InterceptionCatch, judged: StreamSummary.JudgedChain?, record: DecisionRecord) {
+        guard let authority = record.authority, let rule = record.rule else { return }
+        let entered = quarantine.enter(authority, rule: rule, at: Date())
+        tally.withLock { $0.counters.interceptionsSuspected += 1 }
+        probes.forget(target: authority)
+        if case .extended = entered { return }
+        logger.emit(SessionLog.interceptionSuspected(caught, judged: judged, record: record, quarantine: entered))
     }
 
     func logDecision(_ record: DecisionRecord) {

@@ -144,6 +144,21 @@ final class ProbeHub {
         return waiter
     }
 
+    /// Forgets every cached chain (a reload: what was seen is looked at again under the new policy).
+    func forgetAll() { cache.removeAll { _ in true } }
+
+    /// Forgets the cached chains for `authority` (a refusal or a caught interception: the next
+    /// CONNECT looks again instead of judging what it saw).
+    func forget(target authority: Authority) {
+        cache.removeAll { key in
+            guard key.port == authority.port else { return false }
+            switch authority.target {
+            case .name(let name): return key.serverName == name
+            case .ip(let address): return key.serverName == nil && key.addresses == [address]
+            }
+        }
+    }
+
     private func deliver(_ key: Key, _ result: ProbeResult) {
         guard let flight = flights.removeValue(forKey: key) else { return }
         latency.record(seconds: (ContinuousClock.now - flight.startedAt).seconds)
@@ -190,4 +205,9 @@ struct ProbeCache {
     }
 
     var count: Int { entries.count }
+
+    /// Drops the entries whose key matches.
+    mutating func removeAll(where matches: (ProbeHub.Key) -> Bool) {
+        for key in entries.keys where matches(key) { entries[key] = nil }
+    }
 }

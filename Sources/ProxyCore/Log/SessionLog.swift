@@ -98,6 +98,9 @@ enum SessionLog {
             if case .policyReload(let cause) = reason {
                 r["reason"] = .string(cause.code)
                 r["detail"] = .string(cause.detail)
+            } else if let why = closed.stream?.unverifiedBecause, closed.stream?.verification == .probeOnly {
+                r["reason"] = .string("mirror_unavailable")
+                r["detail"] = .string(why)
             }
             return r
         case .streamRefused(let refusal, let closed):
@@ -107,7 +110,7 @@ enum SessionLog {
                 s.evaluation = judged.evaluation
             }
             var r = LogRecord(.warning, "tunnel_refused", identity(s) + ruleFields(s) + [
-                ("verdict", .string("refused")), ("reason", .string(refusal.reason.code)), ("stage", .string("stream")),
+                ("verdict", .string("refused")), ("reason", .string(refusal.reason.code)), ("stage", .string(refusal.stage.rawValue)),
                 ("detail", .string(refusal.detail)), ("bytes_up", .int(closed.bytesUp)), ("bytes_down", .int(closed.bytesDown)),
                 ("duration_ms", .int(Int(closed.duration.seconds * 1000))),
             ])
@@ -119,10 +122,39 @@ enum SessionLog {
         }
     }
 
+    /// A check saw what only an interceptor shows (`InterceptionCatch`): an error line with the
+    /// chain it was shown and the probe's, and whether the host:port is now quarantined.
+    static func interceptionSuspected(_ caught: InterceptionCatch, judged: StreamSummary.JudgedChain?, record: DecisionRecord,
+                                      quarantine: Quarantine.Entered) -> LogRecord {
+        var s = record
+        var r = LogRecord(.error, "interception_suspected", identity(s) + ruleFields(s))
+        r.fields += [("stage", .string(caught.stage.rawValue)), ("reason", .string(caught.reason.code)), ("detail", .string(caught.detail))]
+        switch quarantine {
+        case .started(let until), .extended(let until): r["quarantined_until"] = .string(RFC3339.format(until))
+        case .off: break
+        }
+        let probe = chainFields(s)
+        if let judged, caught.chain != nil {
+            s.validation = judged.validation
+            s.evaluation = judged.evaluation
+            r.fields += chainFields(s)
+        }
+        if let probeChain = probe.first(where: { $0.0 == "chain" })?.1 { r["probe_chain"] = probeChain }
+        r["hint"] = .string("pinproxy's own look at this server disagreed with what the policy pins while another look passed: someone on the path may be choosing which connections to intercept. Tunnels pinproxy cannot verify by themselves to this host:port are refused while it is quarantined")
+        return r
+    }
+
+    /// A host:port's quarantine ended (its time ran out, or a reload changed its rule).
+    static func quarantineLifted(_ key: Quarantine.Key, entry: Quarantine.Entry, because why: String) -> LogRecord {
+        var r = LogRecord(.info, "quarantine_lifted", [("host", .string(key.target.description)), ("port", .int(Int(key.port)))])
+        r.fields += [("since", .string(RFC3339.format(entry.since))), ("reason", .string(why))]
+        return r
+    }
+
     /// A stream-check refusal that report mode or a debug bypass let through.
     static func overlooked(_ overlooked: StreamSummary.Overlooked, record s: DecisionRecord) -> LogRecord {
         var r = LogRecord(.warning, "tunnel_warning", identity(s) + ruleFields(s))
-        r.fields += [("reason", .string(overlooked.reason.code)), ("stage", .string("stream")), ("would_refuse", .bool(true)),
+        r.fields += [("reason", .string(overlooked.reason.code)), ("stage", .string(overlooked.stage.rawValue)), ("would_refuse", .bool(true)),
                      ("bypass", .string(overlooked.basis.code)), ("detail", .string(overlooked.detail))]
         return r
     }
@@ -166,6 +198,9 @@ enum SessionLog {
         case .malformedTLS: return "the TLS handshake in the tunnel does not parse; a broken peer or an attack"
         case .keylogInvalid: return "the client's key-log line does not open the flight its server sent, or a second line contradicts it: another writer of the key log, or an attack; a wrong line never lets a tunnel through unverified"
         case .keylogMissing: return "the rule requires the client's key log for TLS 1.3: run the client with SSLKEYLOGFILE set to proxy.keylog's path (Node: NODE_OPTIONS=--tls-keylog=PATH), or drop require_keylog"
+        case .mirrorInvalid: return "the server's answer to pinproxy's copy of the client's ClientHello was not signed by its certificate's key: a replayed chain, an interceptor, or a broken server; see interception_suspected"
+        case .mirrorLost: return "the server answered the client's connection but not pinproxy's look-alike one made at the same moment: an interceptor may be choosing connections; retry, and see the log for interception_suspected"
+        case .quarantined: return "a check caught an interception for this host:port (see interception_suspected); until the quarantine ends only tunnels pinproxy verifies by themselves pass: use TLS 1.2 or write a key log (SSLKEYLOGFILE), and investigate the network path"
         }
     }
 

@@ -14,6 +14,10 @@ struct Counters: Equatable {
     /// `refused` by reason code, for the metrics.
     var refusedByReason: [String: Int] = [:]
     var reloadsSucceeded = 0, reloadsFailed = 0
+    /// Checks that caught an interception (`interception_suspected`, also those in one quarantine).
+    var interceptionsSuspected = 0
+    /// TLS 1.3 resumptions with no key-log line, let through unverified (`verify=resumption-unverified`).
+    var unverifiedResumptions = 0
 
     mutating func count(decision verdict: Verdict?) {
         switch verdict {
@@ -35,6 +39,7 @@ struct Counters: Equatable {
             bytesDown += tunnel.bytesDown
         case .closed(let reason, let tunnel):
             closed += 1
+            if tunnel.stream?.verification == .resumptionUnverified { unverifiedResumptions += 1 }
             if case .policyReload = reason { closedByReload += 1 }
             bytesUp += tunnel.bytesUp
             bytesDown += tunnel.bytesDown
@@ -58,6 +63,7 @@ struct Counters: Equatable {
     /// Every count `+` adds (`CountersTests` checks that none is left out).
     private static var summed: [WritableKeyPath<Counters, Int>] {
         [\.accepted, \.rejected, \.refused, \.allowed, \.bypassed, \.unpinned, \.closed, \.bytesUp, \.bytesDown,
-         \.closedByReload, \.liveSessionObjects, \.silentReaped, \.reloadsSucceeded, \.reloadsFailed]
+         \.closedByReload, \.liveSessionObjects, \.silentReaped, \.reloadsSucceeded, \.reloadsFailed,
+         \.interceptionsSuspected, \.unverifiedResumptions]
     }
 }

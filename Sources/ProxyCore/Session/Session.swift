@@ -197,6 +197,8 @@ final class Session {
         case .refuse(let refusal, let record):
             if let evaluation = record.evaluation { worker.noteWarnings(evaluation, record: record) }
             worker.log(.refused(refusal, record))
+            // No refusal is cached: the next CONNECT looks at the server again.
+            if record.validation != nil, let authority = record.authority { worker.forgetProbe(authority) }
             respondAndLinger(refusal, host: record.authority?.target.description)
         case .lookUp(let name):
             let deadline = Timer(loop: worker.loop, after: settings.dnsTimeout) { [unowned self] in perform(machine.resolveTimedOut()) }
@@ -215,15 +217,32 @@ final class Session {
             let total = addresses.count == 1 ? settings.connectTimeout : settings.connectTotalTimeout
             // Behind a parent proxy the tunnel is a CONNECT on the parent, like the probe was.
             let hop = settings.upstreamProxy.map { ParentHop(parent: $0, target: authority) }
-            let connector = Connector(loop: worker.loop, addresses: hop.map { [$0.parent.address] } ?? addresses.map { SocketAddress(ip: $0, port: authority.port) },
-                                      perAddress: settings.connectTimeout, total: hop == nil ? total : settings.connectTotalTimeout,
-                                      through: hop) { [unowned self] outcome in
-                switch outcome {
-                case .failed(let refusal): perform(machine.connectFailed(refusal))
-                case .connected(let fd, let address): tunnelConnected(fd: fd, address: address)
+            let dialled = hop.map { [$0.parent.address] } ?? addresses.map { SocketAddress(ip: $0, port: authority.port) }
+            let perAddress = settings.connectTimeout, deadline = hop == nil ? total : settings.connectTotalTimeout
+            // A pinned tunnel's mirror connections start in the same turn, in random order with
+            // the tunnel's: an interceptor sees look-alike connections arrive together.
+            let mirrorCount = machine.admitted?.rule != nil ? settings.mirrorChecks : 0
+            var mirrors: [MirrorConnection] = []
+            let tunnelAt = Int.random(in: 0...mirrorCount)
+            var connector: Connector?
+            for index in 0...mirrorCount {
+                guard index == tunnelAt else {
+                    mirrors.append(MirrorConnection(loop: worker.loop, addresses: dialled, perAddress: perAddress, total: deadline, through: hop))
+                    continue
+                }
+                connector = Connector(loop: worker.loop, addresses: dialled, perAddress: perAddress, total: deadline, through: hop) { [unowned self] outcome in
+                    switch outcome {
+                    case .failed(let refusal): perform(machine.connectFailed(refusal))
+                    case .connected(let fd, let address): tunnelConnected(fd: fd, address: address)
+                    }
                 }
             }
-            if case .connecting = machine.state, case .none = work { work = .connecting(connector) }
+            if case .connecting = machine.state, case .none = work, let connector {
+                work = .connecting(connector)
+                pendingMirrors = mirrors
+            } else {
+                for mirror in mirrors { mirror.close() }
+            }
         case .open(let record):
             openTunnel(record)
         case .forward(let head):
@@ -280,6 +299,8 @@ final class Session {
     }
 
     private var pendingUpstream: BufferEvent?
+    /// The mirror connections made with the tunnel's, until the stream check takes them.
+    private var pendingMirrors: [MirrorConnection] = []
 
     private func openTunnel(_ record: DecisionRecord) {
         guard let clientSide, let upstream = pendingUpstream else { preconditionFailure("a tunnel without both sides") }
@@ -292,10 +313,16 @@ final class Session {
         if case .relaying(_, let judgement) = machine.state { probe = judgement }
         let check = machine.admitted.map { admitted in
             let pinning: StreamCheck.Context.Pinning = if let rule = admitted.rule, let probe { .pinned(rule: rule, probe: probe) } else { .unpinned }
-            return StreamCheck(StreamCheck.Context(authority: admitted.authority, snapshot: admitted.snapshot, pinning: pinning,
-                                                   debugBypassEnabled: worker.debugBypassEnabled, keyLog: worker.keyLog),
-                               ledger: worker.resumptions)
+            var context = StreamCheck.Context(authority: admitted.authority, snapshot: admitted.snapshot, pinning: pinning,
+                                              debugBypassEnabled: worker.debugBypassEnabled, keyLog: worker.keyLog)
+            context.quarantine = worker.quarantine
+            context.mirrorsOff = settings.mirrorChecks == 0
+            if !pendingMirrors.isEmpty {
+                context.mirrors = .init(connections: pendingMirrors, loop: worker.loop, timeout: settings.probeTimeout)
+            }
+            return StreamCheck(context, ledger: worker.resumptions)
         }
+        pendingMirrors = []
         check?.notify = { [unowned self] note in worker.logStreamNote(note, record: record) }
         let relay = Relay(loop: worker.loop, client: clientSide, upstream: upstream, idleTimeout: settings.idleTimeout, check: check,
                           method: settings.relay) { [unowned self] end in
@@ -325,6 +352,7 @@ final class Session {
     /// discard what the client still sends for a moment, so it reads the response instead of a reset.
     private func respondAndLinger(_ refusal: Refusal, host: String?) {
         pendingUpstream = nil
+        dropMirrors()
         guard let clientSide else { return release() }
         let response = refusal.response(host: host)
         evbuffer_add(clientSide.output, response, response.count)
@@ -332,6 +360,11 @@ final class Session {
         clientSide.route(to: self, read: sessionReadCB, write: sessionFlushedCB, event: sessionEventCB)
         clientSide.enable(EV_READ | EV_WRITE)
         work = .lingering(giveUp: Timer(loop: worker.loop, after: 2) { [unowned self] in release() })
+    }
+
+    private func dropMirrors() {
+        for mirror in pendingMirrors { mirror.close() }
+        pendingMirrors = []
     }
 
     /// Lets go of everything and leaves the proxy. Idempotent.
@@ -342,6 +375,7 @@ final class Session {
         previous.cancel()
         syncTunnelSlot()
         pendingUpstream = nil
+        dropMirrors()
         clientSide = nil
         worker.remove(self)
     }

@@ -261,9 +261,13 @@ final class KeyLogCheck {
         source.readNow { [weak self] in self?.lastReadDone() }
     }
 
+    /// No line came within the wait: the key log has no word on this handshake.
+    private(set) var declaredMissing = false
+
     private func lastReadDone() {
         guard holding, !sawLine else { return }
         stop()
+        declaredMissing = true
         onProgress?(.missing)
     }
 

@@ -20,6 +20,25 @@ extension StreamCheck {
         /// The client's key log, when `proxy.keylog` is set (TLS 1.3 tunnels are then verified in
         /// the stream too).
         var keyLog: KeyLogSource? = nil
+        /// The mirror connections opened with the tunnel's (a pinned tunnel, `mirror_checks` > 0),
+        /// until a ClientHello offering TLS 1.3 takes them; closed otherwise.
+        var mirrors: MirrorSetup? = nil
+        /// `mirror_checks: 0`: no mirror was meant to be made.
+        var mirrorsOff = false
+        /// The process's quarantine book.
+        var quarantine: Quarantine? = nil
+
+        /// Takes the mirror connections (once).
+        mutating func takeMirrors() -> MirrorSetup? {
+            defer { mirrors = nil }
+            return mirrors
+        }
+
+        /// Closes mirror connections no check took.
+        mutating func closeMirrors() {
+            for connection in mirrors?.connections ?? [] { connection.close() }
+            mirrors = nil
+        }
 
         var isPinned: Bool {
             if case .pinned = pinning { return true }
@@ -50,5 +69,13 @@ extension StreamCheck {
             }
             return rule.mode == .report ? .reportMode : nil
         }
+    }
+
+    /// What the mirror checks of one tunnel need: their connections, the loop, their deadline.
+    struct MirrorSetup {
+        let connections: [MirrorConnection]
+        let loop: EventLoop
+        /// How long a mirror waits for the server's flight (`probe_timeout`).
+        let timeout: Double
     }
 }

@@ -19,6 +19,9 @@ final class StreamCheck {
     enum Note {
         case overlooked(StreamSummary.Overlooked)
         case negotiated(version: String, clientOfferedTLS13: Bool)
+        /// A check saw a chain that fails an enforced rule, or a mirror flight that does not
+        /// verify: an interception attempt (logged, and the host:port quarantined).
+        case caught(InterceptionCatch, judged: StreamSummary.JudgedChain?)
     }
 
     private var context: Context
@@ -34,9 +37,16 @@ final class StreamCheck {
     private var serverReader = ServerFlightReader()
     /// After the ClientHello: the client's record headers, walked for its first application data.
     private var clientRecords = RecordHeaderWalk(at: 0)
-    /// With the key-log check, until the ServerHello: the server bytes held (not yet passed on), to
-    /// find where the plaintext records end whatever the reads' splits.
+    /// With the key-log or mirror check, until the ServerHello: the server bytes held (not yet
+    /// passed on), to find where the plaintext records end whatever the reads' splits.
     private var serverHeld: [UInt8] = []
+    /// With mirror connections, until the ClientHello is complete: the client's bytes, for the
+    /// mirror to copy its record framing (bounded by the reader's limit).
+    private var firstFlight: [UInt8] = []
+    /// What each mirror check found, once it decided (by the check's identity).
+    private var mirrorFindings: [ObjectIdentifier: MirrorFinding] = [:]
+    /// Server bytes held after a TLS 1.3 ServerHello with no key log, waiting for the mirrors.
+    private var heldForMirrors = 0
 
     init(_ context: Context, ledger: ResumptionLedger) {
         self.context = context
@@ -57,7 +67,8 @@ final class StreamCheck {
 
     /// The tunnel ended: drop the key-log check's secrets and stop its timers now.
     func stop() {
-        phase.keyLogCheck?.stop()
+        phase.tls13Checks?.stop()
+        context.closeMirrors()
         phase = .done
         decide = nil
     }
@@ -66,6 +77,7 @@ final class StreamCheck {
 
     private func client(_ bytes: UnsafeRawBufferPointer, _ now: Date) -> Inspection {
         guard case .awaitingClientHello(let fedBefore) = phase else { return watchClient(bytes) }
+        if context.mirrors != nil { firstFlight += bytes }
         let hello: ClientHello
         do {
             guard let complete = try clientReader.feed(bytes) else {
@@ -83,15 +95,22 @@ final class StreamCheck {
             let answer = refuse(.sniMismatch, problem.detail, overlookableBy: problem.overlookableBy)
             if case .refuse = answer { return answer }
         }
-        guard context.isPinned else { phase = .done; return .done }
+        guard context.isPinned else {
+            context.closeMirrors()
+            phase = .done
+            return .done
+        }
         var keyLog: KeyLogCheck?
-        if let source = context.keyLog, hello.offeredVersions.contains(0x0304) {
+        let offersTLS13 = hello.offeredVersions.contains(0x0304)
+        if let source = context.keyLog, offersTLS13 {
             let check = KeyLogCheck(source: source, hello: hello, reader: clientReader)
             check.onProgress = { [weak self] progress in self?.later(progress) }
             check.onTickets = { [weak self] tickets in self?.record(tickets: tickets) }
             keyLog = check
         }
-        phase = .awaitingServerHello(hello, keyLog: keyLog)
+        let mirrors = offersTLS13 ? startMirrors(hello) : []
+        context.closeMirrors()  // a client that offers only TLS ≤ 1.2 is verified in the stream
+        phase = .awaitingServerHello(hello, TLS13Checks(keyLog: keyLog, mirrors: mirrors))
         // Keep reading record headers: the client's first application data tells us the server
         // proved its key (see `Phase.watchingApplicationData`).
         clientRecords = RecordHeaderWalk(at: clientReader.bytesConsumed)
@@ -107,6 +126,7 @@ final class StreamCheck {
         } catch {
             return refuse(.malformedTLS, "the client's second ClientHello does not parse: \(error)", .now)
         }
+        for mirror in phase.tls13Checks?.mirrors ?? [] { mirror.clientBytes(bytes) }
         if clientRecords.feed(bytes, until: 23) {  // application_data
             clientSentApplicationData()
             return .done
@@ -129,8 +149,7 @@ final class StreamCheck {
 
     private func server(_ bytes: UnsafeRawBufferPointer, _ now: Date) -> Inspection {
         guard context.isPinned else { return .done }
-        let keepsHeld = phase.keyLogCheck.map { !$0.pastServerHello } ?? false
-        if keepsHeld { serverHeld += bytes }
+        if case .awaitingServerHello(_, let checks) = phase, !checks.isEmpty { serverHeld += bytes }
         let answer = readServer(bytes, now)
         // Whatever passed, the ServerHello's records are no longer held; after the ServerHello the
         // key-log check keeps what it needs.
@@ -140,7 +159,7 @@ final class StreamCheck {
 
     private func readServer(_ bytes: UnsafeRawBufferPointer, _ now: Date) -> Inspection {
         switch phase {
-        case .tls13Held(let hellos, let keyLog): return inspection(keyLog.serverBytes(bytes), hellos, keyLog, now)
+        case .tls13Held(let hellos, let checks): return heldServerBytes(bytes, hellos, checks, now)
         case .watchingApplicationData, .done: return .done
         case .awaitingClientHello, .awaitingServerHello, .tls12Certificate, .tls12Judged, .resumption: break
         }
@@ -205,7 +224,7 @@ final class StreamCheck {
     }
 
     private func serverHello(_ hello: ServerHello, isLast: Bool, _ now: Date) -> Inspection? {
-        guard case .awaitingServerHello(let client, let keyLog) = phase else {
+        guard case .awaitingServerHello(let client, let checks) = phase else {
             if case .awaitingClientHello = phase { return refuse(.malformedTLS, "the server sent a ServerHello before the client's hello", now) }
             return refuse(.malformedTLS, "a second ServerHello", now)
         }
@@ -216,7 +235,7 @@ final class StreamCheck {
             notify?(.negotiated(version: version, clientOfferedTLS13: client.offeredVersions.contains(0x0304)))
         }
         guard hello.version >= 0x0304 || hello.isHelloRetryRequest else {
-            keyLog?.stop()  // TLS ≤ 1.2: the Certificate is read in clear
+            checks.stop()  // TLS ≤ 1.2: the Certificate is read in clear
             phase = .tls12Certificate(Hellos(client: client, server: hello))
             return nil
         }
@@ -225,19 +244,18 @@ final class StreamCheck {
         guard client.offeredVersions.contains(0x0304) else {
             return refuse(.malformedTLS, "the server claims TLS 1.3, which the client did not offer", now)
         }
-        guard let keyLog else {  // TLS 1.3: the Certificate is encrypted
-            phase = .done
-            return .done
+        guard !checks.isEmpty else {  // TLS 1.3: the Certificate is encrypted, and nothing can read it
+            return unverifiable(Hellos(client: client, server: hello), now, because: context.mirrorsOff ? nil : "no mirror connection")
         }
         if hello.isHelloRetryRequest {
             // The server cannot have the client's second hello yet: nothing follows.
             guard isLast else { return refuse(.malformedTLS, "the server went on past its HelloRetryRequest before the client's second hello", now) }
-            do { try keyLog.retried(hello) } catch { return refuse(.malformedTLS, "\(error)", now) }
+            do { try checks.keyLog?.retried(hello) } catch { return refuse(.malformedTLS, "\(error)", now) }
             return .release  // the real ServerHello follows the client's second hello
         }
         let hellos = Hellos(client: client, server: hello)
-        phase = .tls13Held(hellos, keyLog)
-        return tls13ServerHello(hellos, keyLog, now)
+        phase = .tls13Held(hellos, checks)
+        return tls13ServerHello(hellos, checks, now)
     }
 
     /// A TLS ≤ 1.2 server that goes on without a Certificate is resuming a session: allowed only when
@@ -257,16 +275,31 @@ final class StreamCheck {
 
     // MARK: TLS 1.3 with the client's key log
 
-    /// The ServerHello passes; the encrypted records after it are held for the key-log check.
-    private func tls13ServerHello(_ hellos: Hellos, _ keyLog: KeyLogCheck, _ now: Date) -> Inspection {
+    /// The ServerHello passes; the encrypted records after it are held for the checks.
+    private func tls13ServerHello(_ hellos: Hellos, _ checks: TLS13Checks, _ now: Date) -> Inspection {
         let held = serverHeld
         let plainEnd = Self.plaintextEnd(in: held)
-        var progress = keyLog.serverHello(hellos.server)
-        if progress == .pending && plainEnd < held.count {
-            progress = held[plainEnd...].withUnsafeBytes { keyLog.serverBytes($0) }
+        let answer: Inspection
+        if let keyLog = checks.keyLog {
+            var progress = keyLog.serverHello(hellos.server)
+            if progress == .pending && plainEnd < held.count {
+                progress = held[plainEnd...].withUnsafeBytes { keyLog.serverBytes($0) }
+            }
+            answer = tls13Answer(progress, hellos, checks, now)
+        } else {
+            heldForMirrors = held.count - plainEnd
+            answer = tls13Answer(.pending, hellos, checks, now)
         }
-        let answer = inspection(progress, hellos, keyLog, now)
         return answer == .hold ? .pass(count: plainEnd) : answer
+    }
+
+    /// Server bytes after a TLS 1.3 ServerHello: the key-log check reads them; without one they
+    /// wait for the mirrors (bounded as the key-log check bounds its flight).
+    private func heldServerBytes(_ bytes: UnsafeRawBufferPointer, _ hellos: Hellos, _ checks: TLS13Checks, _ now: Date) -> Inspection {
+        if let keyLog = checks.keyLog { return tls13Answer(keyLog.serverBytes(bytes), hellos, checks, now) }
+        heldForMirrors += bytes.count
+        guard heldForMirrors <= 128 * 1024 else { return refuse(.malformedTLS, "the server's flight is over 128 KiB before the mirror decided", now) }
+        return tls13Answer(.pending, hellos, checks, now)
     }
 
     /// Where the plaintext ends in the held server bytes: past the complete handshake records (the
@@ -286,9 +319,24 @@ final class StreamCheck {
 
     /// A key-log line (or its wait) decided after the bytes arrived.
     private func later(_ progress: KeyLogCheck.Progress) {
-        guard case .tls13Held(let hellos, let keyLog) = phase else { return }
-        let answer = inspection(progress, hellos, keyLog, .now)
+        guard case .tls13Held(let hellos, let checks) = phase else { return }
+        let answer = tls13Answer(progress, hellos, checks, .now)
         if answer != .hold { decide?(.upstream, answer) }
+    }
+
+    /// What the TLS 1.3 checks' progress means for the server's held bytes. The key log speaks for
+    /// the client's own connection, so its word decides (a mirror's catch is an incident either
+    /// way). Without a key-log line (none set, or none within `wait`), the mirrors decide.
+    private func tls13Answer(_ progress: KeyLogCheck.Progress, _ hellos: Hellos, _ checks: TLS13Checks, _ now: Date) -> Inspection {
+        if let keyLog = checks.keyLog, !keyLog.declaredMissing, progress != .missing {
+            // The client's own chain decides; a mirror's catch (already logged) waits for it.
+            if progress == .pending && keyLog.holding { return .hold }
+            return inspection(progress, hellos, keyLog, now)
+        }
+        if progress == .missing && context.rule?.requireKeylog == true, let keyLog = checks.keyLog {
+            return inspection(.missing, hellos, keyLog, now)
+        }
+        return mirrorAnswer(hellos, checks, now)
     }
 
     /// What the key-log check's progress means for the server's held bytes.
@@ -320,6 +368,106 @@ final class StreamCheck {
         return answer
     }
 
+    // MARK: TLS 1.3 with the mirror check
+
+    /// Starts a mirror check on each mirror connection, each in its own random order with the
+    /// client's hello (which the relay forwards when this inspection returns).
+    private func startMirrors(_ hello: ClientHello) -> [MirrorCheck] {
+        guard let setup = context.takeMirrors() else { return [] }
+        let flight = Array(firstFlight.prefix(clientReader.bytesConsumed))
+        firstFlight = []
+        return setup.connections.map { connection in
+            let check = MirrorCheck(connection: connection, hello: hello, flight: flight, reader: clientReader, order: .random(),
+                                    loop: setup.loop, timeout: setup.timeout)
+            if check.progress != .pending {
+                note(check, check.progress, .now)  // decided at once (it cannot be made)
+            } else {
+                check.onProgress = { [weak self, weak check] progress in if let check { self?.mirrorDecided(check, progress) } }
+            }
+            return check
+        }
+    }
+
+    /// A mirror decided: noted (a catch is an incident whatever the tunnel's state), and while the
+    /// tunnel's flight is held, the held bytes get their answer.
+    private func mirrorDecided(_ mirror: MirrorCheck, _ progress: MirrorCheck.Progress) {
+        note(mirror, progress, .now)
+        guard case .tls13Held(let hellos, let checks) = phase else { return }
+        let answer = tls13Answer(checks.keyLog?.declaredMissing == true ? .missing : .pending, hellos, checks, .now)
+        if answer != .hold { decide?(.upstream, answer) }
+    }
+
+    /// What a mirror found, judged once: its chain under the rule, as a stream chain is.
+    private func note(_ mirror: MirrorCheck, _ progress: MirrorCheck.Progress, _ now: Date) {
+        let finding: MirrorFinding
+        switch progress {
+        case .pending:
+            return
+        case .shown(let chain, _):
+            if let refusal = judge(chain, now, verifying: .probeAndMirror, stage: .mirror) { finding = .refused(refusal) } else { finding = .passed }
+        case .failed(let detail):
+            let refusal = refuse(.mirrorInvalid, "the server's flight on the mirror check does not verify: \(detail)", now, stage: .mirror)
+            if case .refuse = refusal {
+                notify?(.caught(InterceptionCatch(stage: .mirror, reason: .mirrorInvalid, detail: detail, chain: nil), judged: nil))
+            }
+            finding = .refused(refusal)
+        case .lost(let detail):
+            finding = .refused(refuse(.mirrorLost, detail, now, stage: .mirror))
+        case .unavailable(let detail):
+            finding = .unavailable(detail)
+        }
+        mirrorFindings[ObjectIdentifier(mirror)] = finding
+    }
+
+    /// A mirror's refusal, if one refused (the first, in the order the mirrors were made).
+    private func mirrorCatch(_ checks: TLS13Checks, _ now: Date) -> Inspection? {
+        for mirror in checks.mirrors {
+            if case .refused(let refusal) = mirrorFindings[ObjectIdentifier(mirror)], refusal != .done {
+                phase = .done
+                return refusal
+            }
+        }
+        return nil
+    }
+
+    /// The tunnel's answer by its mirrors, when no key-log line speaks for it.
+    private func mirrorAnswer(_ hellos: Hellos, _ checks: TLS13Checks, _ now: Date) -> Inspection {
+        guard !checks.mirrors.isEmpty else {
+            phase = .done
+            return unverifiable(hellos, now, because: context.mirrorsOff ? nil : "no mirror connection")
+        }
+        if let refusal = mirrorCatch(checks, now) { return refusal }
+        let findings = checks.mirrors.map { mirrorFindings[ObjectIdentifier($0)] }
+        if findings.contains(where: { $0 == nil }) { return .hold }
+        phase = .done
+        // The tunnel resumed a session: the mirrors made full handshakes, which say nothing of it.
+        if hellos.server.selectedIdentity != nil { return unverifiable(hellos, now, because: nil) }
+        for finding in findings {
+            if case .unavailable(let detail) = finding { return unverifiable(hellos, now, because: detail) }
+        }
+        for mirror in checks.mirrors { mirror.stop() }
+        if summary.overlooked == nil { summary.verifiedBy = .probeAndMirror }
+        return .done
+    }
+
+    /// A TLS 1.3 tunnel nothing verified by itself (no key-log line, no mirror, or a resumption):
+    /// refused while its host:port is quarantined, else relayed on the probe's verdict, saying why.
+    private func unverifiable(_ hellos: Hellos, _ now: Date, because why: String?) -> Inspection {
+        for mirror in phase.tls13Checks?.mirrors ?? [] { mirror.stop() }
+        phase = .done
+        if let entry = context.quarantine?.entry(for: context.authority, at: now) {
+            let until = RFC3339.format(entry.until)
+            return refuse(.quarantined, "\(context.authority) is quarantined until \(until) after a caught interception; only tunnels pinproxy verifies by themselves pass (TLS 1.2, or TLS 1.3 with the client's key log)", now)
+        }
+        if hellos.server.selectedIdentity != nil {
+            summary.verifiedBy = .resumptionUnverified
+        } else {
+            summary.verifiedBy = .probeOnly
+            summary.unverifiedBecause = why
+        }
+        return .done
+    }
+
     /// A TLS 1.3 resumption (no Certificate; its Finished opened under the client's line): the
     /// ticket the server accepted must be one pinproxy read in a tunnel it verified.
     private func resumeTLS13(_ hellos: Hellos, _ keyLog: KeyLogCheck, _ now: Date) -> Inspection? {
@@ -349,7 +497,8 @@ final class StreamCheck {
 
     /// The chain the client is about to receive, judged like the probe's: nil when it passes (or is
     /// let through), else the refusal.
-    private func judge(_ ders: [[UInt8]], _ now: Date, verifying verification: Verification = .probeAndStream) -> Inspection? {
+    private func judge(_ ders: [[UInt8]], _ now: Date, verifying verification: Verification = .probeAndStream,
+                       stage: StreamStage = .stream) -> Inspection? {
         // A reload that no longer pins the host left nothing to judge by.
         guard case .pinned(let rule, let probe) = context.pinning else { return nil }
         let validation: ChainValidation, evaluation: Evaluation
@@ -358,21 +507,30 @@ final class StreamCheck {
             (validation, evaluation) = (probe.validation, probe.evaluation)
         } else {
             guard let presented = Certificate.chain(fromDER: ders) else {
-                return refuse(.malformedTLS, "a certificate in the server's Certificate message does not parse", now)
+                return refuse(.malformedTLS, "a certificate in the server's Certificate message does not parse", now, stage: stage)
             }
             (validation, evaluation) = context.snapshot.judge(presented, target: context.authority.target, rule: rule, at: now,
                                                               debugBypassEnabled: context.debugBypassEnabled)
         }
-        summary.judged = StreamSummary.JudgedChain(der: ders, validation: validation, evaluation: evaluation)
+        let judged = StreamSummary.JudgedChain(der: ders, validation: validation, evaluation: evaluation)
+        // The tunnel's own chain (stream, key log) is what its lines show; a mirror's, until one
+        // is judged, or when it is the refusal's evidence.
+        let refused: Bool
+        if case .refused = evaluation.verdict { refused = true } else { refused = false }
+        if stage == .stream || summary.judged == nil || (refused && summary.verifiedBy != .probeAndKeylog) { summary.judged = judged }
         switch evaluation.verdict {
         case .refused(let reason):
-            var refusal = StreamRefusal(reason: .policy(reason), detail: "the chain the server sent in the tunnel fails the rule: \(evaluation.chainFailure?.detail ?? reason.rawValue)")
+            let shown = stage == .mirror ? "on the mirror check" : "in the tunnel"
+            let detail = "the chain the server sent \(shown) fails the rule: \(evaluation.chainFailure?.detail ?? reason.rawValue)"
+            var refusal = StreamRefusal(reason: .policy(reason), detail: detail, stage: stage)
             refusal.alertClient = true
+            notify?(.caught(InterceptionCatch(stage: stage, reason: .policy(reason), detail: detail, chain: ders), judged: judged))
             return .refuse(refusal)
         case .bypassed(let reason, let basis):
-            overlook(StreamSummary.Overlooked(reason: .policy(reason), detail: "the chain the server sent in the tunnel fails the rule", basis: basis))
+            let shown = stage == .mirror ? "on the mirror check" : "in the tunnel"
+            overlook(StreamSummary.Overlooked(reason: .policy(reason), detail: "the chain the server sent \(shown) fails the rule", basis: basis, stage: stage))
         case .allowed, .unpinned:
-            summary.verifiedBy = verification
+            if stage == .stream { summary.verifiedBy = verification }  // a mirror's word counts once every mirror has spoken
         }
         return nil
     }
@@ -384,16 +542,16 @@ final class StreamCheck {
     /// What leaves nothing to judge — bytes that are not TLS, a flight that does not parse, a
     /// resumption of an unknown session — is refused in every mode: letting it through would let a
     /// deny-listed key through unseen.
-    private func refuse(_ reason: StreamReason, _ detail: String, _ now: Date) -> Inspection {
-        let overlookable: Set<StreamReason> = [.keylogMissing, .keylogInvalid]
-        return refuse(reason, detail, overlookableBy: overlookable.contains(reason) ? context.bypassBasis(at: now) : nil)
+    private func refuse(_ reason: StreamReason, _ detail: String, _ now: Date, stage: StreamStage = .stream) -> Inspection {
+        let overlookable: Set<StreamReason> = [.keylogMissing, .keylogInvalid, .mirrorInvalid, .mirrorLost, .quarantined]
+        return refuse(reason, detail, overlookableBy: overlookable.contains(reason) ? context.bypassBasis(at: now) : nil, stage: stage)
     }
 
-    private func refuse(_ reason: StreamReason, _ detail: String, overlookableBy basis: BypassBasis?) -> Inspection {
+    private func refuse(_ reason: StreamReason, _ detail: String, overlookableBy basis: BypassBasis?, stage: StreamStage = .stream) -> Inspection {
         guard context.isPinned, let basis else {
-            return .refuse(StreamRefusal(reason: reason, detail: detail))
+            return .refuse(StreamRefusal(reason: reason, detail: detail, stage: stage))
         }
-        overlook(StreamSummary.Overlooked(reason: reason, detail: detail, basis: basis))
+        overlook(StreamSummary.Overlooked(reason: reason, detail: detail, basis: basis, stage: stage))
         return .done
     }
 
@@ -401,4 +559,15 @@ final class StreamCheck {
         summary.overlooked = note
         notify?(.overlooked(note))
     }
+}
+
+/// What one mirror check found, once judged.
+enum MirrorFinding: Equatable {
+    /// Its chain passes the rule.
+    case passed
+    /// Its chain fails the rule, its flight does not verify, or it was lost: the answer for the
+    /// tunnel (`.done` when report mode or a bypass let it through).
+    case refused(Inspection)
+    /// It could not be made or read: the tunnel rests on the probe, saying why.
+    case unavailable(String)
 }

@@ -17,6 +17,16 @@ enum StreamReason: Hashable, Sendable {
     case keylogInvalid
     /// TLS 1.3 under `require_keylog`: no key-log line for the handshake within `wait`.
     case keylogMissing
+    /// TLS 1.3: the server's flight on the mirror check's connection does not verify (a signature
+    /// or Finished that fails, a flight that does not parse).
+    case mirrorInvalid
+    /// TLS 1.3: the server answered the tunnel but not the mirror check (the mirror connection
+    /// closed, reset or stayed silent after its hello): an interceptor that could drop one of two
+    /// look-alike connections must not win the other by it.
+    case mirrorLost
+    /// TLS 1.3 with nothing to verify the tunnel by itself (no key-log line), to a host:port in
+    /// quarantine after a caught interception.
+    case quarantined
 
     var code: String {
         switch self {
@@ -27,6 +37,9 @@ enum StreamReason: Hashable, Sendable {
         case .policy(let reason): return reason.rawValue
         case .keylogInvalid: return "keylog_invalid"
         case .keylogMissing: return "keylog_missing"
+        case .mirrorInvalid: return "mirror_invalid"
+        case .mirrorLost: return "mirror_lost"
+        case .quarantined: return "quarantined"
         }
     }
 }

@@ -11,6 +11,8 @@ struct StreamSummary {
         let reason: StreamReason
         let detail: String
         let basis: BypassBasis
+        /// Which check would have refused.
+        var stage: StreamStage = .stream
     }
 
     /// A chain the check judged (the one the client received), with its judgement.
@@ -22,6 +24,9 @@ struct StreamSummary {
 
     /// How the tunnel was verified, leaving aside what was let through.
     var verifiedBy: Verification
+    /// Why a pinned TLS 1.3 tunnel rests on the probe alone (`verify=probe-only`): the mirror
+    /// that could not be made. Nil when no mirror was meant to be (`mirror_checks: 0`).
+    var unverifiedBecause: String?
     /// The protocol version of the tunnel's ServerHello (or HelloRetryRequest), once seen.
     var negotiatedVersion: UInt16?
     var judged: JudgedChain?

@@ -1,0 +1,221 @@
+import Foundation
+import TLSInspection
+
+/// The mirror check of one pinned TLS 1.3 tunnel (DESIGN step 7): on its own connection, opened
+/// with the tunnel's, it sends a mirror of the client's ClientHello — the same bytes but for what
+/// must be fresh (random, session id, key shares of pinproxy's own, PSK fields) — in random order
+/// with the client's, computes the handshake secrets itself, and reads the chain the server shows
+/// *this* ClientHello, signed over the mirror's transcript. An interceptor that cannot tell the two
+/// connections apart cannot choose the client's without risking the mirror's.
+///
+/// What the chain means is the stream check's business; this says only what the mirror saw.
+final class MirrorCheck {
+    enum Progress: Equatable {
+        case pending
+        /// The server showed this chain and proved its key (TLS 1.3: CertificateVerify over the
+        /// mirror's transcript and Finished; TLS ≤ 1.2: in clear, as the stream check reads it).
+        case shown(chain: [[UInt8]], version: UInt16)
+        /// The mirror's flight does not verify (a signature, a Finished, bytes that do not parse).
+        case failed(String)
+        /// The server did not answer the mirror as it answered the tunnel: the connection failed,
+        /// closed or stayed silent. Killing one of two look-alike connections must not buy an
+        /// interceptor the other, so this refuses the tunnel too.
+        case lost(String)
+        /// The mirror cannot be made or read for what the client offered or the server chose (a
+        /// group or suite pinproxy cannot compute, a hello it cannot parse): said in the log.
+        case unavailable(String)
+    }
+
+    private enum Phase {
+        /// The mirror hello went out; the server's answer is being read.
+        case reading(MirrorHandshake)
+        /// The server sent a HelloRetryRequest to the mirror: waiting for the client's second hello
+        /// (which it sends once the tunnel's own retry reached it).
+        case awaitingSecondHello(MirrorHandshake)
+        case decided
+    }
+
+    private let connection: MirrorConnection
+    private var phase: Phase
+    private(set) var progress: Progress = .pending
+    /// The client's bytes after its first hello: its second hello after a retry, early data.
+    private var clientReader: ClientFlightReader
+    private var clientRecords = MirrorClientRecords()
+    /// The client's second hello, when it came before the mirror's retry.
+    private var secondHello: ClientHello?
+    /// The records that carried it (a compatibility ChangeCipherSpec included).
+    private var secondFlight: [UInt8] = []
+    private var deadline: Timer?
+    /// Called once, when the mirror decides after the bytes that started it.
+    var onProgress: ((Progress) -> Void)?
+
+    /// Sends the mirror of `hello` (whose records were `flight`) on `connection`, in `order` with the
+    /// client's hello; gives up after `timeout` seconds. `reader` read the hello (a second one
+    /// after a retry continues from there).
+    init(connection: MirrorConnection, hello: ClientHello, flight: [UInt8], reader: ClientFlightReader, order: MirrorConnection.Order,
+         loop: EventLoop, timeout: Double) {
+        self.connection = connection
+        self.clientReader = reader
+        let mirror: MirrorHello
+        do {
+            mirror = try MirrorHello(of: hello, records: flight)
+        } catch {
+            phase = .decided
+            progress = .unavailable("the client's ClientHello cannot be mirrored: \(error)")
+            connection.close()
+            return
+        }
+        if let end = connection.ended {
+            phase = .decided
+            progress = Self.progress(after: end)
+            return
+        }
+        phase = .reading(MirrorHandshake(hello: mirror))
+        connection.onBytes = { [weak self] bytes in self?.serverBytes(bytes) }
+        connection.onEnd = { [weak self] end in self?.decide(Self.progress(after: end)) }
+        connection.send(mirror.bytes, order: order)
+        deadline = Timer(loop: loop, after: timeout) { [weak self] in
+            self?.decide(.lost("the server did not answer the mirror within \(Int((timeout * 1000).rounded())) ms"))
+        }
+    }
+
+    /// A connection that was never made leaves the mirror unavailable (its connect came before any
+    /// hello: nothing told it from the tunnel's); one lost after the hello went out is lost.
+    private static func progress(after end: MirrorConnection.End) -> Progress {
+        switch end {
+        case .connectFailed(let why): return .unavailable("the mirror connection could not be made: \(why)")
+        case .closed(let why): return .lost("the mirror connection ended before the server's flight: \(why)")
+        case .closedByPinproxy: return .lost("closed")
+        }
+    }
+
+    /// Stops: closes the mirror connection, drops its secrets.
+    func stop() {
+        phase = .decided
+        deadline = nil
+        onProgress = nil
+        connection.close()
+    }
+
+    private func decide(_ outcome: Progress) {
+        guard progress == .pending else { return }
+        progress = outcome
+        phase = .decided
+        deadline = nil
+        connection.close()  // never its Finished: the server sees a client that gave up
+        let notify = onProgress
+        onProgress = nil
+        notify?(outcome)
+    }
+
+    // MARK: the server's answer
+
+    private func serverBytes(_ bytes: UnsafeRawBufferPointer) {
+        guard case .reading(var handshake) = phase else {
+            if case .awaitingSecondHello = phase { decide(.failed("the server went on past its HelloRetryRequest before the mirror's second hello")) }
+            return
+        }
+        phase = .decided  // mutated in place, not copied per chunk
+        let verdict = handshake.feed(bytes)
+        phase = .reading(handshake)
+        answer(verdict, handshake)
+    }
+
+    private func answer(_ verdict: MirrorVerdict, _ handshake: MirrorHandshake) {
+        switch verdict {
+        case .pending:
+            break
+        case .helloRetry:
+            phase = .awaitingSecondHello(handshake)
+            if let second = secondHello { retry(with: second) }
+        case .tls12(let chain):
+            decide(.shown(chain: chain, version: 0x0303))
+        case .verified(let flight):
+            decide(.shown(chain: flight.chain, version: 0x0304))
+        case .unverifiable(let why):
+            decide(.unavailable(why.description))
+        case .failed(let why):
+            decide(.failed(why.description))
+        }
+    }
+
+    private func retry(with second: ClientHello) {
+        guard case .awaitingSecondHello(var handshake) = phase else { return }
+        do {
+            let bytes = try handshake.secondHello(mirroring: second, records: secondFlight)
+            phase = .reading(handshake)
+            connection.write(bytes)
+        } catch {
+            decide(.unavailable("the client's second ClientHello cannot be mirrored: \(error)"))
+        }
+    }
+
+    // MARK: the client's bytes after its first hello
+
+    /// The client's bytes after its first ClientHello: a compatibility ChangeCipherSpec is copied,
+    /// early data goes as random records of the same lengths, a second hello (after a retry) is
+    /// mirrored. Read only while the mirror is undecided, and bounded.
+    func clientBytes(_ bytes: UnsafeRawBufferPointer) {
+        guard progress == .pending else { return }
+        let records: [MirrorClientRecords.Record]
+        do {
+            records = try clientRecords.feed(bytes)
+        } catch {
+            return decide(.unavailable("the client's records after its hello: \(error)"))
+        }
+        for record in records {
+            switch record.type {
+            case 20:  // change_cipher_spec: one byte, the same for everyone
+                connection.write(record.bytes)
+                if secondHello == nil { secondFlight += record.bytes }
+            case 23:  // early data: what the server would skip, of the same length
+                var early = MirrorEarlyData()
+                connection.write(early.mirror(record.bytes))
+            case 22:
+                secondFlight += record.bytes
+                do {
+                    guard let second = try clientReader.readSecondHello(record.bytes) else { continue }
+                    secondHello = second
+                    retry(with: second)
+                } catch {
+                    return decide(.unavailable("the client's second ClientHello does not parse: \(error)"))
+                }
+            default:
+                break
+            }
+        }
+    }
+}
+
+/// Splits the client's byte stream after its first hello into whole records (bounded).
+struct MirrorClientRecords {
+    struct Record {
+        let type: UInt8
+        /// Header and payload.
+        let bytes: [UInt8]
+    }
+
+    enum Problem: Error, CustomStringConvertible {
+        case tooMuch
+        var description: String { "over 64 KiB before the mirror decided" }
+    }
+
+    private var pending: [UInt8] = []
+    private var total = 0
+
+    mutating func feed(_ bytes: UnsafeRawBufferPointer) throws(Problem) -> [Record] {
+        total += bytes.count
+        guard total <= 64 * 1024 else { throw .tooMuch }
+        pending += bytes
+        var records: [Record] = []
+        var offset = 0
+        while offset + 5 <= pending.count {
+            let length = Int(pending[offset + 3]) << 8 | Int(pending[offset + 4])
+            guard offset + 5 + length <= pending.count else { break }
+            records.append(Record(type: pending[offset], bytes: Array(pending[offset..<(offset + 5 + length)])))
+            offset += 5 + length
+        }
+        pending.removeFirst(offset)
+        return records
+    }
+}
