@@ -19,7 +19,8 @@ import TestSupport
         "keylog_dropped": "pinproxy_keylog_dropped_total", "keylog_unparsable": "pinproxy_keylog_unparsable_total",
         "keylog_too_long": "pinproxy_keylog_too_long_total", "keylog_watches": "pinproxy_keylog_watches",
         "keylog_watches_refused": "pinproxy_keylog_watches_refused_total", "keylog_skipped_bytes": "pinproxy_keylog_skipped_bytes_total",
-        "workers": "pinproxy_workers",
+        "workers": "pinproxy_workers", "interceptions_suspected": "pinproxy_interceptions_suspected_total",
+        "quarantined": "pinproxy_quarantined", "resumptions_unverified": "pinproxy_resumptions_unverified_total",
     ]
 
     struct Scrape {

@@ -41,8 +41,9 @@ import TestSupport
         #expect(allowed?["address"] == "127.0.0.1")
         #expect(allowed?["pin"] == Pins.leafEC)
         let authorization = "Basic cGlucHJveHk6czNjcmV0"
-        #expect(parent.requests == Array(repeating: "CONNECT api.pinproxy.test:\(server.port) auth=\(authorization)", count: 2))  // probe, tunnel
-        #expect(proxy.waitFor("tunnel_closed") != nil)
+        // The probe, the tunnel, and the mirror check's connection (made through the parent like the tunnel's).
+        #expect(parent.requests == Array(repeating: "CONNECT api.pinproxy.test:\(server.port) auth=\(authorization)", count: 3))
+        #expect(proxy.waitFor("tunnel_closed")?["verify"] == "probe+mirror")
         #expect(!proxy.log.contains("s3cret") && !proxy.log.contains("cGlucHJveHk6czNjcmV0"))
     }
 

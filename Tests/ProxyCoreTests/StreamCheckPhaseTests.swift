@@ -46,8 +46,8 @@ import Testing
         guard case .awaitingClientHello(let fed) = check.phase else { Issue.record("\(check.phase)"); return }
         #expect(fed == hello.count - 1)
         #expect(Unit.feed(check, .client, [hello[hello.count - 1]]) == .release)
-        guard case .awaitingServerHello(let client, let keyLog) = check.phase else { Issue.record("\(check.phase)"); return }
-        #expect(client.serverName == "api.pinproxy.test" && keyLog == nil)
+        guard case .awaitingServerHello(let client, let checks) = check.phase else { Issue.record("\(check.phase)"); return }
+        #expect(client.serverName == "api.pinproxy.test" && checks.isEmpty)
     }
 
     /// ServerHello → Certificate (judged) → NewSessionTicket → ChangeCipherSpec → the client's

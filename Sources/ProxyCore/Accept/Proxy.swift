@@ -404,7 +404,7 @@ public final class Proxy {
     private func statsSample(_ all: Worker.Tally) -> StatsSample {
         StatsSample(counters: all.counters, activeSessions: all.sessions, tunnels: tunnels, probes: all.probes,
                     probeCacheHits: all.probeCacheHits, keyLog: keyLog?.counters ?? KeyLogBook.Counters(),
-                    keyLogWatches: keyLog?.watchCount ?? 0, workers: workerCount)
+                    keyLogWatches: keyLog?.watchCount ?? 0, workers: workerCount, quarantined: quarantine.count(at: Date()))
     }
 
     /// What a scrape of `/metrics` reports: the `stats` values and the metrics' own, added up over

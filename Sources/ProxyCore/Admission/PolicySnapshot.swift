@@ -110,7 +110,8 @@ final class ProbeHub {
     /// once the probe in flight for `key` (started now if none) ends.
     func probe(_ key: Key, settings: ProxySettings, _ callback: @escaping (ProbeResult) -> Void) -> Waiter {
         let waiter = Waiter()
-        if settings.verifyCacheTTL > 0, var cached = cache.lookup(key, at: .now, storedWithin: .milliseconds(Int(settings.verifyCacheTTL * 1000))) {
+        // With no mirror a TLS 1.3 tunnel rests on its probe: the probe is then made for it.
+        if settings.verifyCacheTTL > 0, settings.mirrorChecks > 0, var cached = cache.lookup(key, at: .now, storedWithin: .milliseconds(Int(settings.verifyCacheTTL * 1000))) {
             cacheHits += 1
             cached.cached = true
             callback(cached)

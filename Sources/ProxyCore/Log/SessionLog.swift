@@ -29,6 +29,9 @@ enum SessionLog {
         switch end {
         case .rejected, .refused, .streamRefused: return .warning
         case .closed(.policyReload, _): return .warning
+        // A TLS 1.3 resumption nothing verified: allowed (clients do not recover from a refused
+        // one), but never quietly.
+        case .closed(_, let tunnel) where tunnel.stream?.verification == .resumptionUnverified: return .warning
         case .closed: return .info
         }
     }
@@ -101,6 +104,9 @@ enum SessionLog {
             } else if let why = closed.stream?.unverifiedBecause, closed.stream?.verification == .probeOnly {
                 r["reason"] = .string("mirror_unavailable")
                 r["detail"] = .string(why)
+            } else if closed.stream?.verification == .resumptionUnverified {
+                r["reason"] = .string("resumption_unverified")
+                r["detail"] = .string("the client resumed a TLS 1.3 session and wrote no key-log line: the handshake shows no chain and no mirror can copy its PSK binder, so nothing verified this tunnel (refused under require_keylog and while the host is quarantined)")
             }
             return r
         case .streamRefused(let refusal, let closed):

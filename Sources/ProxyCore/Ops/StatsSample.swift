@@ -14,6 +14,8 @@ struct StatsSample: Equatable {
     var keyLog = KeyLogBook.Counters()
     var keyLogWatches = 0
     var workers = 0
+    /// Host:ports quarantined now after a caught interception.
+    var quarantined = 0
 
     /// The `stats` line: its keys in their order, each with the value it reports.
     static let keys: [(name: String, value: any KeyPath<StatsSample, Int> & Sendable)] = [
@@ -27,6 +29,8 @@ struct StatsSample: Equatable {
         ("keylog_unparsable", \.keyLog.unparsable), ("keylog_too_long", \.keyLog.tooLong), ("keylog_watches", \.keyLogWatches),
         ("keylog_watches_refused", \.keyLog.watchesRefused), ("keylog_skipped_bytes", \.keyLogSkippedBytes),
         ("workers", \.workers),
+        ("interceptions_suspected", \.counters.interceptionsSuspected), ("quarantined", \.quarantined),
+        ("resumptions_unverified", \.counters.unverifiedResumptions),
     ]
 
     /// The `stats` line's fields.

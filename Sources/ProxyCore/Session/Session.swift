@@ -221,7 +221,9 @@ final class Session {
             let perAddress = settings.connectTimeout, deadline = hop == nil ? total : settings.connectTotalTimeout
             // A pinned tunnel's mirror connections start in the same turn, in random order with
             // the tunnel's: an interceptor sees look-alike connections arrive together.
-            let mirrorCount = machine.admitted?.rule != nil ? settings.mirrorChecks : 0
+            var judged = false
+            if case .connecting(_, _?) = machine.state { judged = true }  // a probe's chain was judged: the tunnel is pinned
+            let mirrorCount = judged ? settings.mirrorChecks : 0
             var mirrors: [MirrorConnection] = []
             let tunnelAt = Int.random(in: 0...mirrorCount)
             var connector: Connector?
