@@ -121,6 +121,33 @@ import TestSupport
         #expect(entries[2].shape != curlShape)
     }
 
+    /// The interceptor that lets only pinproxy's probe (today's, ProbeTLS's settings, played by
+    /// `openssl s_client`) through and takes every other hello: curl's and Go's.
+    @Test func fingerprintInvertedTakesAllButTheProbesShape() throws {
+        let capture = try Path(.none)
+        let probe = try probeLikeClient(port: capture.interceptor.port)
+        #expect(probe.stdout.contains("CN = pinproxy good intermediate"))
+        let probeShape = try #require(capture.interceptor.waitForEntries(1).first?.shape)
+        capture.stop()
+
+        let path = try Path(.fingerprint(learnedFrom: capture.interceptor.logPath), invert: true)
+        defer { path.stop() }
+        let again = try probeLikeClient(port: path.interceptor.port)
+        #expect(again.stdout.contains("CN = pinproxy good intermediate") && !again.stdout.contains("rogue root"))
+        #expect(try path.curl(1) == Self.bodies([.rogue]))
+        #expect(try path.go(1) == Self.bodies([.rogue]))
+        let entries = path.interceptor.waitForEntries(3)
+        #expect(entries.map(\.decision) == [.genuine, .rogue, .rogue])
+        #expect(entries[0].shape == probeShape && entries[1].shape != probeShape && entries[2].shape != probeShape)
+    }
+
+    /// A ClientHello shaped like pinproxy's probe (Sources/TLSInspection/ProbeTLS.swift): OpenSSL's
+    /// defaults, ALPN h2,http/1.1, groups X25519, P-256, P-384, TLS 1.2 to 1.3.
+    func probeLikeClient(port: UInt16) throws -> Run {
+        try run("/usr/bin/openssl", ["s_client", "-connect", "127.0.0.1:\(port)", "-servername", Self.host, "-alpn", "h2,http/1.1",
+                                     "-groups", "X25519:P-256:P-384", "-min_protocol", "TLSv1.2"], timeout: 20)
+    }
+
     @Test(arguments: [false, true])
     func alpnInterceptsHellosWithOrWithoutALPN(invert: Bool) throws {
         let path = try Path(.alpn, invert: invert)

@@ -94,6 +94,12 @@ public final class Interceptor: @unchecked Sendable {
     }
 
     public func stop() { helper.stop() }
+
+    /// The log goes with the object (not with `stop`: a stopped interceptor's log may still teach another one).
+    deinit {
+        helper.stop()
+        try? FileManager.default.removeItem(atPath: (logPath as NSString).deletingLastPathComponent)
+    }
 }
 
 /// A TLS server (scripts/lb_server.py) that answers each handshake with one of several chains at
@@ -150,4 +156,9 @@ public final class ResumptionCutter: @unchecked Sendable {
     }
 
     public func stop() { helper.stop() }
+
+    deinit {
+        helper.stop()
+        try? FileManager.default.removeItem(atPath: (logPath as NSString).deletingLastPathComponent)
+    }
 }

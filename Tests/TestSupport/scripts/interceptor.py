@@ -22,6 +22,12 @@ Prints 'PORT <n>' once listening. Strategies (one per run):
   random:P            intercept with probability P (--seed for a repeatable run)
   all | none          controls
 
+pinproxy's probe today (ProbeTLS: OpenSSL defaults, ALPN h2,http/1.1, groups X25519:P-256:P-384,
+TLS 1.2-1.3) has the shape of `openssl s_client -alpn h2,http/1.1 -groups X25519:P-256:P-384
+-min_protocol TLSv1.2` (OpenSSL 3.0: 78916c3b13fbab2d); curl 7.88's differs (63cdab516e81980f), and
+Go's net/http (no ALPN with a custom TLSClientConfig) again. To intercept all but the probe: learn
+the probe (or that s_client) through a `none` run and use `fingerprint --invert --learn`.
+
 --learn FILE reads shape hashes from FILE: an interceptor log (JSON lines, every `shape` in it) or
 plain lines of hashes. Every connection appends one JSON line to --log when it is decided:
   {"index", "accept", "hello_delay_ms", "shape", "alpn", "sni", "psk", "group", "position",
