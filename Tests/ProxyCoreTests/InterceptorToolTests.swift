@@ -262,4 +262,21 @@ import TestSupport
         #expect(entries.map(\.acceptedPSK) == [false, true, true])
         #expect(entries.map(\.action) == ["relayed"] + Array(repeating: cutOff ? "cut" : "relayed", count: 2))
     }
+
+    /// Go with a ClientSessionCache (go1.19 measured): a cut resumption fails that request (no retry);
+    /// Go drops the ticket, so the next request is a full handshake and works, and the one after
+    /// resumes its ticket and is cut again.
+    @Test func goWithASessionCacheFailsTheCutRequestAndRecoversOnTheNext() throws {
+        let server = try Upstream("leaf-ip", name: "genuine", tls: "1.3")
+        defer { server.stop() }
+        let cutter = try ResumptionCutter(server: server.port, cut: .reset)
+        defer { cutter.stop() }
+        let binary = try Self.goClient.get()
+        let r = try run(binary, ["https://127.0.0.1:\(cutter.port)/", Self.cafile, "4", "cache"],
+                        environment: ["PATH": "/usr/bin:/bin", "HOME": NSTemporaryDirectory()])
+        let lines = r.stdout.split(separator: "\n").map { String($0.prefix(5)) }
+        #expect(lines == ["OK 20", "ERROR", "OK 20", "ERROR"])
+        #expect(r.stdout.split(separator: "\n").filter { $0.hasPrefix("OK") }.allSatisfy { $0.contains("resumed=false hello from genuine") })
+        #expect(cutter.entries.map(\.action) == ["relayed", "cut", "relayed", "cut"])
+    }
 }
