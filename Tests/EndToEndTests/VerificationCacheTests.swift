@@ -37,7 +37,7 @@ import TestSupport
         #expect(proxy.waitFor("policy_reloaded") != nil)
         #expect(statusLine(try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:\(server.port)")) == "HTTP/1.1 502 Certificate Pin Mismatch")
         let refused = try #require(proxy.waitFor("tunnel_refused"))
-        #expect(refused["cached"] == "true" && refused["reason"] == "pin_mismatch")
+        #expect(refused["cached"] == "true" && refused.refusal == .policy(.pinMismatch))
     }
 
     /// A warm cache never weakens the stream check: the selective attacker's rogue chain in the
@@ -52,7 +52,7 @@ import TestSupport
             #expect(result.connectStatus == 200 && result.exitCode == 35 && !result.body.contains("rogue"))
         }
         let refused = proxy.events("tunnel_refused", count: 2)
-        #expect(refused.count == 2 && refused.allSatisfy { $0["stage"] == "stream" && $0["reason"] == "pin_mismatch" })
+        #expect(refused.count == 2 && refused.allSatisfy { $0["stage"] == "stream" && $0.refusal == .stream(.policy(.pinMismatch)) })
         #expect(proxy.events("tunnel_allowed", count: 2).map { $0["cached"] ?? "?" } == ["false", "true"])
     }
 }

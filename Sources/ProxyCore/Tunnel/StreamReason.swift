@@ -1,7 +1,7 @@
 import PinPolicy
 
 /// Why the stream check closes a tunnel.
-enum StreamReason: Hashable, Sendable {
+public enum StreamReason: Hashable, Sendable {
     /// The client's first bytes are not a TLS ClientHello (a pinned tunnel carries only TLS).
     case notTLS
     /// The ClientHello names another host than the CONNECT, or one another enforced rule pins.
@@ -18,7 +18,12 @@ enum StreamReason: Hashable, Sendable {
     /// TLS 1.3 under `require_keylog`: no key-log line for the handshake within `wait`.
     case keylogMissing
 
-    var code: String {
+    /// Every reason, each pin-policy reason included once.
+    public static let all: [StreamReason] = [.notTLS, .sniMismatch, .unverifiedResumption, .malformedTLS, .keylogInvalid, .keylogMissing]
+        + RefusalReason.allCases.map(StreamReason.policy)
+
+    /// The log line's `reason`.
+    public var code: String {
         switch self {
         case .notTLS: return "not_tls"
         case .sniMismatch: return "sni_mismatch"
