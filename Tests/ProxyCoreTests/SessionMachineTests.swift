@@ -120,6 +120,37 @@ import Testing
         #expect(!m.holdsTunnelSlot)
     }
 
+    /// A pinned CONNECT's record grows stage by stage: judged with the probe's evidence, opened on the
+    /// verdict that let it through, and its close carries that decision.
+    @Test func aPinnedTunnelsRecordGrowsFromJudgedToOpened() throws {
+        let snapshot = PolicySnapshot.loaded(from: """
+            version: 1
+            proxy: { allowed_ports: [443], deny_destinations: [link-local], dns: { nameservers: [], hosts_file: none } }
+            defaults: { unpinned: deny, require_backup: off, trust: "ca-file:\(Paths.fixture("both-roots.pem"))" }
+            resolve:
+              api.pinproxy.test: 127.0.0.1
+            rules:
+              - host: api.pinproxy.test
+                pins: ["\(Pins.leafEC)"]
+            """)
+        var m = machine()
+        guard case .probe = m.requestParsed(authority("api.pinproxy.test:443"), snapshot: snapshot, stopping: false, tunnelAvailable: true) else {
+            Issue.record("expected a probe"); return
+        }
+        let chain = try Certificate.load(file: Paths.fixture("leaf-ec256.chain.pem"))
+        let seen = ProbeResult(outcome: .chain(chain, proof: .handshakeCompleted), address: SocketAddress.parse("127.0.0.1:443"), tlsVersion: .tls13)
+        let action = m.probed(seen, at: Date(), debugBypassEnabled: false)
+        guard case .connect(let addresses) = action, case .connecting(_, .judged(let judgement, .allowed(let match))) = m.state else {
+            Issue.record("\(action)"); return
+        }
+        #expect(addresses.map(\.description) == ["127.0.0.1"] && judgement.tlsVersion == .tls13 && match.entry.pin.description == Pins.leafEC)
+        guard case .open(let record, .allowed) = m.connected(to: SocketAddress.parse("127.0.0.1:443")!) else { Issue.record("expected open"); return }
+        #expect(record.judgement?.keyProof == .handshakeCompleted && record.validation.isVerified && record.tlsVersion == .tls13)
+        guard case .close(.clientClosed, let closed) = m.ended(.clientClosed), case .judged(_, .allowed)? = closed.passage else {
+            Issue.record("expected the close of the open tunnel"); return
+        }
+    }
+
     @Test func aHangUpBeforeTheDecisionClosesWithoutATunnel() {
         var m = machine()
         _ = parsed(&m, "api.example.test:443")

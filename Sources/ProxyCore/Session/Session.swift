@@ -291,10 +291,13 @@ final class Session {
         evbuffer_add(clientSide.output, established, established.count)
         openedAt = .now
         decided(record, decision)
-        let pinning: StreamCheck.Context.Pinning = if case .pinned(let rule) = admitted.basis, let probe = record.judgement {
-            .pinned(rule: rule, probe: probe)
-        } else {
-            .unpinned
+        // A pinned rule's tunnel is checked against the chain its probe judged; a passage that does
+        // not fit its admission would be a fail-open, so it traps instead.
+        let pinning: StreamCheck.Context.Pinning
+        switch (admitted.basis, record.passage) {
+        case (.pinned(let rule), .judged(let probe, _)?): pinning = .pinned(rule: rule, probe: probe)
+        case (.unpinned, .unpinned?): pinning = .unpinned
+        case (let basis, let passage): preconditionFailure("a tunnel admitted as \(basis) opened by \(String(describing: passage))")
         }
         let check = StreamCheck(StreamCheck.Context(authority: admitted.authority, snapshot: admitted.snapshot, pinning: pinning,
                                                     debugBypassEnabled: worker.debugBypassEnabled, keyLog: worker.keyLog),
