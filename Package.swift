@@ -52,7 +52,7 @@ let package = Package(
             name: "TLSInspectionTests", dependencies: ["TLSInspection", "PinPolicy", "TestSupport"],
             exclude: ["Fixtures"]),
         // Process, fixture and upstream helpers for the tests that run pinproxy as a process.
-        .target(name: "TestSupport", path: "Tests/TestSupport", exclude: ["scripts"]),
+        .target(name: "TestSupport", dependencies: ["PinPolicy", "ProxyCore"], path: "Tests/TestSupport", exclude: ["scripts"]),
         .testTarget(name: "CLITests", dependencies: ["pinproxy", "PinPolicy", "TestSupport"]),
         .testTarget(name: "ProxyCoreTests", dependencies: ["ProxyCore", "PinPolicy", "TLSInspection", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["pinproxy", "PinPolicy", "TestSupport"]),

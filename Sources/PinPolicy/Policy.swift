@@ -54,37 +54,7 @@ public struct Policy: Hashable, Sendable {
     }
 }
 
-/// The pre-probe decision for a CONNECT.
-public enum Admission: Hashable, Sendable {
-    /// Decided without looking at a certificate: refused, or tunnelled unpinned.
-    case decided(Verdict, rule: Rule?)
-    /// Probe the upstream and evaluate its chain against this rule.
-    case probe(Rule)
-}
-
 extension Policy {
-    /// Steps 1–3 of "How a CONNECT is decided" (docs/policy.md), before any network I/O: client, port, IP-literal
-    /// destination, then the rule (or the `unpinned` default).
-    public func admit(_ authority: Authority, client: IPAddress?) -> Admission {
-        if let client, !proxy.allowClients.contains(client) {
-            return .decided(.refused(.clientNotAllowed), rule: nil)
-        }
-        if !proxy.allowedPorts.contains(authority.port) {
-            return .decided(.refused(.portNotAllowed), rule: nil)
-        }
-        if case .ip(let address) = authority.target, proxy.denyDestinations.containsAnyForm(of: address) {
-            return .decided(.refused(.destinationProhibited), rule: nil)
-        }
-        guard let rule = rule(for: authority) else {
-            switch defaults.unpinned {
-            case .allow: return .decided(.unpinned(.noRule), rule: nil)
-            case .deny: return .decided(.refused(.unpinnedDenied), rule: nil)
-            }
-        }
-        if rule.mode == .unpinned { return .decided(.unpinned(.ruleUnpinned), rule: rule) }
-        return .probe(rule)
-    }
-
     /// Steps 4–7 of "How a CONNECT is decided" (docs/policy.md), on the result of validating the upstream's chain
     /// under `rule.trust`. First failure wins:
     ///

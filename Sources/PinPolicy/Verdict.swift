@@ -47,8 +47,8 @@ public struct PinMatch: Hashable, Sendable {
     public let position: Int
 }
 
-/// The decision for one CONNECT. Made in one place (`Policy.admit` before the probe,
-/// `Policy.evaluate` after it); a value, with no side effects.
+/// The decision for one CONNECT: `unpinned` or `refused` by admission before the probe (the proxy's
+/// admission gate), the rest by `Policy.evaluate` on the probe's chain; a value, with no side effects.
 public enum Verdict: Hashable, Sendable {
     case allowed(PinMatch)
     case unpinned(UnpinnedBasis)

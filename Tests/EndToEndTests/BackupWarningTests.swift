@@ -75,7 +75,7 @@ import TestSupport
                          extra: ["--resolve", "nowhere.pinproxy.test:\(server.port):127.0.0.1"])
         #expect(r.connectStatus == 502)
         let line = try #require(proxy.waitFor("tunnel_refused"))
-        #expect(line["reason"] == "dns_error" && line["detail"] == "nowhere.pinproxy.test did not resolve: no such name, or no address for it, in DNS")
+        #expect(line.refusal == .network(.dnsError) && line["detail"] == "nowhere.pinproxy.test did not resolve: no such name, or no address for it, in DNS")
         #expect(line["hint"] == "check proxy.dns (nameservers, hosts_file) or map the name in the policy's resolve: (pinproxy resolves every CONNECT name itself; a client's own mapping, such as curl --resolve, does not reach through a proxy)")
         #expect(proxy.stop() == 0)
     }

@@ -55,7 +55,7 @@ import TestSupport
         let proxy = try ProxyProcess(config: policy(ports: [443], proxy: "header_timeout: 300ms"))
         let response = try rawExchange(port: proxy.port, send: Array("CONNECT api.pinproxy.test:443 HTTP/1.1\r\n".utf8), timeout: 5)
         #expect(statusLine(response) == "HTTP/1.1 408 Request Timeout")
-        #expect(proxy.waitFor("request_rejected")?["reason"] == "header_timeout")
+        #expect(proxy.waitFor("request_rejected")?.refusal == .network(.headerTimeout))
     }
 
     @Test func refusalsBeforeAnyCertificateIsSeen() throws {
@@ -98,10 +98,10 @@ import TestSupport
         #expect(try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:443") == "")
         #expect(try rawExchange(port: proxy.port, send: Array("GARBAGE\r\n\r\n".utf8), timeout: 2) == "")
         let line = try #require(proxy.waitFor("request_rejected"))
-        #expect(line["reason"] == "client_not_allowed")
+        #expect(line.refusal == .policy(.clientNotAllowed))
         #expect(line["detail"] == "client 127.0.0.1 is not in allow_clients; closed at accept")
         #expect(proxy.waitFor("stats") { $0["rejected"] == "2" && $0["active_sessions"] == "0" } != nil)
-        #expect(proxy.events("request_rejected").allSatisfy { $0["reason"] == "client_not_allowed" })
+        #expect(proxy.events("request_rejected").allSatisfy { $0.refusal == .policy(.clientNotAllowed) })
         #expect(proxy.events("tunnel_refused").isEmpty)
     }
 

@@ -28,7 +28,7 @@ import TestSupport
         }
         #expect(try node(good.port) == "OK 200 hello from node")
         #expect(try node(rogue.port) == "REFUSED 502 Certificate Pin Mismatch")
-        #expect(proxy.waitFor("tunnel_refused")?["reason"] == "pin_mismatch")
+        #expect(proxy.waitFor("tunnel_refused")?.refusal == .policy(.pinMismatch))
         #expect(proxy.events("request_rejected").isEmpty)
     }
 

@@ -47,7 +47,7 @@ import TestSupport
         let result = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port)
         #expect(result.connectStatus == 200 && result.exitCode != 0 && result.body.isEmpty)
         let line = try #require(proxy.waitFor("tunnel_refused"))
-        #expect(line["stage"] == "stream" && line["reason"] == "tls_protocol_error" && line["bytes_up"] == "0" && line["bytes_down"] == "0")
+        #expect(line["stage"] == "stream" && line.refusal == .stream(.malformedTLS) && line["bytes_up"] == "0" && line["bytes_down"] == "0")
         #expect(line["detail"]?.contains("injected test fault") == true)
     }
 
@@ -59,7 +59,7 @@ import TestSupport
         let response = try rawResponseHead(port: proxy.port, send: Array("CONNECT api.pinproxy.test:\(server.port) HTTP/1.1\r\n\r\n".utf8))
         #expect(statusLine(response) == "HTTP/1.1 200 Connection established")
         let line = try #require(proxy.waitFor("tunnel_bypassed"))
-        #expect(line["level"] == "warning" && line["would_refuse"] == "true" && line["reason"] == "chain_invalid" && line["bypass"] == "debug_bypass")
+        #expect(line["level"] == "warning" && line["would_refuse"] == "true" && line.refusal == .policy(.chainInvalid) && line["bypass"] == "debug_bypass")
     }
 
     static func proxy(server: Upstream, fault: String, setup: Setup) throws -> ProxyProcess {

@@ -62,7 +62,7 @@ import TestSupport
         #expect(header("Proxy-Status", in: response) == "pinproxy; error=connection_limit_reached; details=\"out_of_file_descriptors\"")
         #expect(header("Retry-After", in: response) == "1")
         let refused = try #require(proxy.waitForConn("tunnel_refused", host: "h\(k).pinproxy.test"))
-        #expect(refused["reason"] == "out_of_file_descriptors" && refused["status"] == "503")
+        #expect(refused.refusal == .network(.outOfFileDescriptors) && refused["status"] == "503")
         #expect(refused["detail"] == "no socket for 127.0.0.1:\(silent.port): Too many open files, pinproxy's limit (EMFILE); retry when tunnels have closed")
         #expect(refused["hint"]?.contains("LimitNOFILE") == true)
 
@@ -103,7 +103,7 @@ import TestSupport
         let served = try OpenConnection(port: proxy.port, send: "GET / HTTP/1.1\r\n\r\n")
         defer { served.close() }
         #expect(statusLine(served.receive(timeout: 10)) == "HTTP/1.1 400 Bad Request")  // origin-form: not a proxy request
-        #expect(proxy.waitFor("request_rejected")?["reason"] == "bad_request")
+        #expect(proxy.waitFor("request_rejected")?.refusal == .network(.badRequest))
     }
 
     /// The soft "Max open files" from /proc/PID/limits.

@@ -47,7 +47,7 @@ import TestSupport
         #expect(result.connectStatus == 200)  // the probe passed
         #expect(result.exitCode != 0 && !result.body.contains("rogue"), "\(result)")
         let line = try #require(proxy.waitFor("tunnel_refused"))
-        #expect(line["stage"] == "stream" && line["reason"] == "pin_mismatch" && line["tls"] == "TLSv1.3")
+        #expect(line["stage"] == "stream" && line.refusal == .stream(.policy(.pinMismatch)) && line["tls"] == "TLSv1.3")
         #expect(line["chain.0.spki"] == Pins.rogueLeaf && line["expected.0.pin"] == Pins.leafEC)
 
         // Python (urllib, SSLKEYLOGFILE read by ssl.create_default_context) is refused the same way.
@@ -56,7 +56,7 @@ import TestSupport
         let proxy2 = try ProxyProcess(config: Self.config(second.port, keyLog: path2))
         let out = try urllib(proxy: proxy2.port, host: "api.pinproxy.test", port: second.port, environment: Self.writing(path2))
         #expect(out.hasPrefix("ERROR") && !out.contains("rogue"), "\(out)")
-        #expect(proxy2.waitFor("tunnel_refused")?["reason"] == "pin_mismatch")
+        #expect(proxy2.waitFor("tunnel_refused")?.refusal == .stream(.policy(.pinMismatch)))
     }
 
     /// Node writes its key log with `--tls-keylog` (through NODE_OPTIONS), here with its documented
@@ -80,7 +80,7 @@ import TestSupport
         let rogueAnswer = try node(attacker.port)
         #expect(rogueAnswer.hasPrefix("ERROR") && !rogueAnswer.contains("rogue"), "\(rogueAnswer)")
         let refused = try #require(proxy.waitFor("tunnel_refused"))
-        #expect(refused["stage"] == "stream" && refused["reason"] == "pin_mismatch" && refused["chain.0.spki"] == Pins.rogueLeaf)
+        #expect(refused["stage"] == "stream" && refused.refusal == .stream(.policy(.pinMismatch)) && refused["chain.0.spki"] == Pins.rogueLeaf)
     }
 
     /// A server that accepts only P-384 makes every X25519-first client retry: the check reads the
@@ -100,7 +100,7 @@ import TestSupport
         let result = try curl(proxy: proxy2.port, host: "api.pinproxy.test", port: attacker.port, environment: Self.writing(path2))
         #expect(!result.body.contains("rogue"))
         let refused = try #require(proxy2.waitFor("tunnel_refused"))
-        #expect(refused["stage"] == "stream" && refused["reason"] == "pin_mismatch")
+        #expect(refused["stage"] == "stream" && refused.refusal == .stream(.policy(.pinMismatch)))
     }
 
     @Test func requireKeylogRefusesAClientWithoutOne() throws {
@@ -111,7 +111,7 @@ import TestSupport
         let without = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port)
         #expect(without.exitCode != 0 && without.body.isEmpty)
         let refused = try #require(proxy.waitFor("tunnel_refused"))
-        #expect(refused["stage"] == "stream" && refused["reason"] == "keylog_missing")
+        #expect(refused["stage"] == "stream" && refused.refusal == .stream(.keylogMissing))
         #expect(refused["detail"]?.contains("SSLKEYLOGFILE=\(path)") == true, "\(refused)")
         #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port, environment: Self.writing(path)).body == "hello from good\n")
         #expect(proxy.waitFor("tunnel_closed")?["verify"] == "probe+keylog")
@@ -131,7 +131,7 @@ import TestSupport
         #expect(proxy.waitFor("tunnel_closed")?["verify"] == "probe+keylog")
         #expect(try client("wrong").hasPrefix("ERROR"))
         let refused = try #require(proxy.waitFor("tunnel_refused"))
-        #expect(refused["stage"] == "stream" && refused["reason"] == "keylog_invalid")
+        #expect(refused["stage"] == "stream" && refused.refusal == .stream(.keylogInvalid))
     }
 
     func sClient(proxy: UInt16?, port: UInt16, session: String, resume: Bool, keyLog: String) throws -> String {
@@ -165,6 +165,6 @@ import TestSupport
         let resumed = try sClient(proxy: proxy.port, port: server.port, session: "\(directory)/rogue.pem", resume: true, keyLog: path)
         #expect(!resumed.contains("hello from good"), "\(resumed)")
         let refused = try #require(proxy.waitFor("tunnel_refused"))
-        #expect(refused["stage"] == "stream" && refused["reason"] == "unverified_resumption")
+        #expect(refused["stage"] == "stream" && refused.refusal == .stream(.unverifiedResumption))
     }
 }

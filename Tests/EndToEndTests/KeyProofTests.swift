@@ -18,7 +18,7 @@ import TestSupport
         #expect(statusLine(response) == "HTTP/1.1 502 TLS Handshake Failed")
         #expect(header("Proxy-Status", in: response) == "pinproxy; error=tls_protocol_error; details=\"tls_protocol_error\"")
         let line = try #require(proxy.waitForConn("tunnel_refused"))
-        #expect(line["reason"] == "tls_protocol_error")
+        #expect(line.refusal == .network(.tlsProtocolError))
         #expect(line["tls"] == "TLSv\(tls)")
         #expect(line["detail"]?.contains("sent a certificate chain but did not prove it holds its key") == true, "\(line)")
         #expect(proxy.events("tunnel_allowed").isEmpty)
@@ -37,7 +37,7 @@ import TestSupport
         let result = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: attacker.port)
         #expect(result.connectStatus == 502)
         #expect(!result.body.contains("rogue"))
-        #expect(proxy.waitForConn("tunnel_refused")?["reason"] == "tls_protocol_error")
+        #expect(proxy.waitForConn("tunnel_refused")?.refusal == .network(.tlsProtocolError))
     }
 
     /// A server that proves its key and then wants a client certificate is judged on its chain,

@@ -42,7 +42,7 @@ import TestSupport
         #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: good.port).body == "hello from other\n")
         #expect(try curl(proxy: proxy.port, host: "c.api.pinproxy.test", port: good.port).connectStatus == 502)
         #expect(proxy.events("tunnel_closed", count: 5).count == 5)
-        #expect(proxy.waitFor("tunnel_refused")?["reason"] == "pin_mismatch")
+        #expect(proxy.waitFor("tunnel_refused")?.refusal == .policy(.pinMismatch))
         #expect(proxy.stop() == 0)
 
         let r = try run(Paths.pinproxy, ["pin", "--from-log", proxy.logPath])

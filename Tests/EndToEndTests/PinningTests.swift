@@ -43,7 +43,7 @@ import TestSupport
         #expect(header("Connection", in: raw) == "close")
         #expect(!raw.contains(Pins.leafEC))  // expected pins never go to the client
         let refused = try #require(proxy.waitFor("tunnel_refused"))
-        #expect(refused["reason"] == "pin_mismatch" && refused["status"] == "502" && refused["tls"] == "TLSv\(tls)")
+        #expect(refused.refusal == .policy(.pinMismatch) && refused["status"] == "502" && refused["tls"] == "TLSv\(tls)")
         #expect(refused["chain.0.spki"] == Pins.rogueLeaf && refused["chain_verified"] == "true")
         #expect(refused["leaf_issuer"] == "CN=rogue root,O=pinproxy tests")
         #expect(refused["expected.0.pin"] == Pins.leafEC && refused["expected.1.pin"] == Pins.intermediate)
@@ -66,7 +66,7 @@ import TestSupport
         #expect(withBackup.waitFor("tunnel_allowed")?["pin_label"] == "backup key")
         let without = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule("    pins:\n      - { pin: \"\(Pins.leafEC)\", at: leaf }")))
         #expect(try curl(proxy: without.port, host: "api.pinproxy.test", port: server.port).connectStatus == 502)
-        #expect(without.waitFor("tunnel_refused")?["reason"] == "pin_mismatch")
+        #expect(without.waitFor("tunnel_refused")?.refusal == .policy(.pinMismatch))
     }
 
     @Test func caPinOnTheIntermediateAndALeafPinThatMustNotMatchACA() throws {
@@ -76,7 +76,7 @@ import TestSupport
         #expect(ca.waitFor("tunnel_allowed")?["pin_position"] == "1")
         let leafOnly = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule("    pins:\n      - { pin: \"\(Pins.intermediate)\", at: leaf }")))
         #expect(try curl(proxy: leafOnly.port, host: "api.pinproxy.test", port: server.port).connectStatus == 502)
-        #expect(leafOnly.waitFor("tunnel_refused")?["reason"] == "pin_mismatch")
+        #expect(leafOnly.waitFor("tunnel_refused")?.refusal == .policy(.pinMismatch))
     }
 
     @Test func denyListedKeyIsRefusedEvenWithAMatchingPinAndWithTheBypassOn() throws {
@@ -88,7 +88,7 @@ import TestSupport
         let raw = try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:\(server.port)")
         #expect(statusLine(raw) == "HTTP/1.1 502 Certificate Key Denylisted")
         let refused = try #require(proxy.waitFor("tunnel_refused"))
-        #expect(refused["reason"] == "denylisted_key" && refused["denylisted_pin"] == Pins.intermediate)
+        #expect(refused.refusal == .policy(.denylistedKey) && refused["denylisted_pin"] == Pins.intermediate)
     }
 
     @Test func selfSignedUpstreamUnderPinsOnlyAndUnderSystemTrust() throws {
@@ -102,7 +102,7 @@ import TestSupport
         let raw = try connectResponse(proxy: system.port, target: "self.pinproxy.test:\(server.port)")
         #expect(statusLine(raw) == "HTTP/1.1 502 Certificate Invalid")
         let refused = try #require(system.waitFor("tunnel_refused"))
-        #expect(refused["reason"] == "chain_invalid" && refused["detail"]?.contains("self-signed certificate") == true)
+        #expect(refused.refusal == .policy(.chainInvalid) && refused["detail"]?.contains("self-signed certificate") == true)
         #expect(refused["chain_verified"] == "false" && refused["chain.0.cert"] == Pins.selfSignedCert)
     }
 
@@ -113,14 +113,14 @@ import TestSupport
         let proxy = try ProxyProcess(config: policy(ports: [rogue.port], rules: apiRule("    trust: \"ca-file:\(Paths.fixture("good-root.pem"))\"\n" + pinsLine(Pins.rogueLeaf))))
         #expect(statusLine(try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:\(rogue.port)")) == "HTTP/1.1 502 Certificate Invalid")
         let refused = try #require(proxy.waitFor("tunnel_refused"))
-        #expect(refused["reason"] == "chain_invalid" && refused["detail"]?.contains("unable to get local issuer certificate") == true)
+        #expect(refused.refusal == .policy(.chainInvalid) && refused["detail"]?.contains("unable to get local issuer certificate") == true)
     }
 
     @Test func wrongHostnameIsRefused() throws {
         let server = try Upstream("leaf-other-name", name: "other")
         let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.intermediate))))
         #expect(statusLine(try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:\(server.port)")) == "HTTP/1.1 502 Certificate Invalid")
-        #expect(proxy.waitFor("tunnel_refused")?["reason"] == "hostname_mismatch")
+        #expect(proxy.waitFor("tunnel_refused")?.refusal == .policy(.hostnameMismatch))
     }
 }
 

@@ -136,7 +136,7 @@ import TestSupport
         #expect(statusLine(plus) == "HTTP/1.1 502 Bad Upstream Response", "\(plus)")
         #expect(header("Proxy-Status", in: plus) == "pinproxy; error=http_response_incomplete; details=\"bad_upstream_response\"")
         let rejected = try #require(proxy.waitFor("request_rejected"))
-        #expect(rejected["reason"] == "bad_upstream_response" && rejected["status"] == "502")
+        #expect(rejected.refusal == .network(.badUpstreamResponse) && rejected["status"] == "502")
         #expect(rejected["detail"] == "the server's answer is not an HTTP/1.x response pinproxy forwards")
         #expect(proxy.waitFor("http_forwarded")?["outcome"] == "bad_response")
 
@@ -151,7 +151,7 @@ import TestSupport
         // The same strictness for a client's body: `5 6` is refused 400, and the server gets no more of it.
         let upload = try rawExchange(port: proxy.port, send: Array("POST \(Self.url(server, "/upload")) HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5 6\r\nhello\r\n0\r\n\r\n".utf8))
         #expect(statusLine(upload) == "HTTP/1.1 400 Bad Request", "\(upload)")
-        #expect(proxy.waitFor("request_rejected") { $0["detail"] == "the request body: a chunk size followed by something other than a chunk extension" }?["reason"] == "bad_request")
+        #expect(proxy.waitFor("request_rejected") { $0["detail"] == "the request body: a chunk size followed by something other than a chunk extension" }?.refusal == .network(.badRequest))
         #expect(proxy.waitFor("http_forwarded") { $0["method"] == "POST" }?["outcome"] == "bad_request_body")
 
         for (path, count) in [("/raw/bad-chunk", 5), ("/raw/huge-chunk", 6)] {

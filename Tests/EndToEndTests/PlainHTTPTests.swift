@@ -130,7 +130,7 @@ import TestSupport
         #expect(header("Proxy-Status", in: response) == "pinproxy; error=http_request_denied; details=\"plain_http_to_pinned_host\"")
         #expect(header("Connection", in: response) == "close")
         let line = try #require(proxy.waitFor("request_rejected"))
-        #expect(line["reason"] == "plain_http_to_pinned_host" && line["status"] == "403" && line["method"] == "GET")
+        #expect(line.refusal == .network(.plainHTTPToPinnedHost) && line["status"] == "403" && line["method"] == "GET")
         #expect(line["host"] == "api.pinproxy.test" && line["port"] == String(server.port))
         #expect(line["hint"] == "use https:// for this host: pinproxy never reaches a pinned host over plain HTTP")
         #expect(line["detail"]?.contains("pinned by the rule api.pinproxy.test") == true)
@@ -151,7 +151,7 @@ import TestSupport
         #expect(statusLine(port) == "HTTP/1.1 403 Forbidden by Pin Policy")
         #expect(header("Proxy-Status", in: port) == "pinproxy; error=http_request_denied; details=\"plain_port_not_allowed\"")
         let line = try #require(proxy.waitFor("request_rejected"))
-        #expect(line["reason"] == "plain_port_not_allowed" && line["detail"] == "port 81 is not in allowed_plain_ports (\(server.port))")
+        #expect(line.refusal == .network(.plainPortNotAllowed) && line["detail"] == "port 81 is not in allowed_plain_ports (\(server.port))")
 
         let denyLoopback = Self.plainPolicy(port: server.port)
             .replacingOccurrences(of: "deny_destinations: [link-local, unspecified, multicast]", with: "deny_destinations: [loopback]")
@@ -168,7 +168,7 @@ import TestSupport
         let closed = try ProxyProcess(config: Self.plainPolicy(port: server.port, unpinned: "deny"))
         let unpinned = try rawExchange(port: closed.port, send: Array("GET http://plain.pinproxy.test:\(server.port)/hello HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
         #expect(statusLine(unpinned) == "HTTP/1.1 403 Forbidden by Pin Policy")
-        #expect(closed.waitFor("request_rejected")?["reason"] == "unpinned_denied")
+        #expect(closed.waitFor("request_rejected")?.refusal == .policy(.unpinnedDenied))
     }
 
     @Test func plainHTTPRefuseAnswersWithAReasonAndAHint() throws {
@@ -178,7 +178,7 @@ import TestSupport
         #expect(statusLine(r.out) == "HTTP/1.1 403 Plain HTTP Refused", "\(r)")
         #expect(header("Proxy-Status", in: r.out) == "pinproxy; error=http_request_denied; details=\"plain_http_refused\"")
         let line = try #require(proxy.waitFor("request_rejected"))
-        #expect(line["reason"] == "plain_http_refused" && line["status"] == "403" && line["host"] == "plain.pinproxy.test")
+        #expect(line.refusal == .network(.plainHTTPRefused) && line["status"] == "403" && line["host"] == "plain.pinproxy.test")
         #expect(line["hint"] == "proxy.plain_http is refuse: use https:// URLs, or set plain_http: forward")
         // The server never saw a request.
         #expect(try Self.curl(proxy: proxy.port, ["http://plain.pinproxy.test:\(server.port)/count"]).out.contains("plain_http_refused"))
@@ -314,7 +314,7 @@ extension PlainHTTPTests {
         #expect(proxy.waitFor("policy_reloaded") != nil)
         connection.sendText(get)
         #expect(statusLine(connection.receive(timeout: 5, until: "(loopback))\n")) == "HTTP/1.1 403 Destination Forbidden")
-        #expect(proxy.waitFor("request_rejected")?["reason"] == "destination_ip_prohibited")
+        #expect(proxy.waitFor("request_rejected")?.refusal == .policy(.destinationProhibited))
     }
 }
 

@@ -18,7 +18,7 @@ import TestSupport
         #expect(header("Proxy-Status", in: raw) == "pinproxy; error=http_request_denied; details=\"unpinned_denied\"")
         #expect(raw.hasSuffix("pinproxy refused the tunnel to api.pinproxy.test: unpinned_denied (no rule pins api.pinproxy.test and defaults.unpinned is deny)\n"))
         #expect(try urllib(proxy: deny.port, host: "api.pinproxy.test", port: server.port) == "ERROR Tunnel connection failed: 403 Forbidden by Pin Policy")
-        #expect(deny.waitFor("tunnel_refused")?["reason"] == "unpinned_denied")
+        #expect(deny.waitFor("tunnel_refused")?.refusal == .policy(.unpinnedDenied))
     }
 
     @Test func unpinnedRuleExcludesANameFromABroaderRule() throws {
@@ -36,7 +36,7 @@ import TestSupport
         let proxy = try ProxyProcess(config: policy(ports: [rogue.port], rules: apiRule("    mode: report\n" + pinsLine(Pins.leafEC))))
         #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: rogue.port).body == "hello from audited\n")
         let line = try #require(proxy.waitFor("tunnel_bypassed"))
-        #expect(line["level"] == "warning" && line["would_refuse"] == "true" && line["reason"] == "pin_mismatch")
+        #expect(line["level"] == "warning" && line["would_refuse"] == "true" && line.refusal == .policy(.pinMismatch))
         #expect(line["bypass"] == "report_mode" && line["chain.0.spki"] == Pins.rogueLeaf && line["expected.0.pin"] == Pins.leafEC)
         #expect(proxy.waitFor("tunnel_closed")?["verdict"] == "bypassed")
     }
@@ -56,7 +56,7 @@ import TestSupport
         #expect(active.waitFor("debug_bypass_active")?["level"] == "warning")
         #expect(try curl(proxy: active.port, host: "api.pinproxy.test", port: rogue.port).body == "hello from debugged\n")
         let line = try #require(active.waitFor("tunnel_bypassed"))
-        #expect(line["bypass"] == "debug_bypass" && line["would_refuse"] == "true" && line["reason"] == "pin_mismatch")
+        #expect(line["bypass"] == "debug_bypass" && line["would_refuse"] == "true" && line.refusal == .policy(.pinMismatch))
     }
 
     @Test func anExpiredDebugSectionBypassesNothing() throws {
@@ -65,7 +65,7 @@ import TestSupport
         let proxy = try ProxyProcess(config: policy(ports: [rogue.port], rules: apiRule(pinsLine(Pins.leafEC)), extra: debug), arguments: ["--debug-bypass"])
         #expect(proxy.waitFor("started")?["debug_bypass"] == "expired")
         #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: rogue.port).connectStatus == 502)
-        #expect(proxy.waitFor("tunnel_refused")?["reason"] == "pin_mismatch")
+        #expect(proxy.waitFor("tunnel_refused")?.refusal == .policy(.pinMismatch))
     }
 
     /// A tunnel the bypass let through is closed when `until` passes, even if it is busy or idle.

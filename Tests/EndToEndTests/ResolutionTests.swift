@@ -19,7 +19,7 @@ import TestSupport
         // The next CONNECT gets the attacker's address, probes it, and is refused there.
         #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: good.port).connectStatus == 502)
         let refused = try #require(proxy.waitFor("tunnel_refused"))
-        #expect(refused["address"] == "127.0.0.2" && refused["reason"] == "pin_mismatch")
+        #expect(refused["address"] == "127.0.0.2" && refused.refusal == .policy(.pinMismatch))
         _ = rogue
     }
 
@@ -34,7 +34,7 @@ import TestSupport
         let response = try connectResponse(proxy: proxy.port, target: "silent.pinproxy.test:443")
         #expect(statusLine(response) == "HTTP/1.1 504 DNS Timeout")
         #expect(header("Proxy-Status", in: response)?.hasPrefix("pinproxy; error=dns_timeout") == true, "\(response)")
-        #expect(proxy.waitFor("tunnel_refused")?["reason"] == "dns_timeout")
+        #expect(proxy.waitFor("tunnel_refused")?.refusal == .network(.dnsTimeout))
         let plain = try rawExchange(port: proxy.port, send: Array("GET http://silent.pinproxy.test/ HTTP/1.1\r\nConnection: close\r\n\r\n".utf8))
         #expect(statusLine(plain) == "HTTP/1.1 504 DNS Timeout", "\(plain)")
     }
@@ -55,7 +55,7 @@ import TestSupport
                                                     resolve: "  api.pinproxy.test: [127.0.0.2, 127.0.0.1]"))
         #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: good.port).connectStatus == 502)
         let refused = try #require(proxy.waitFor("tunnel_refused"))
-        #expect(refused["address"] == "127.0.0.2" && refused["reason"] == "pin_mismatch")
+        #expect(refused["address"] == "127.0.0.2" && refused.refusal == .policy(.pinMismatch))
         _ = rogue
     }
 

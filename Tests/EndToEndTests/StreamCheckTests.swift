@@ -21,7 +21,7 @@ import TestSupport
         #expect(result.exitCode == 35, "curl must fail its handshake: \(result.stderr)")
         #expect(!result.body.contains("rogue"))
         let line = try #require(proxy.waitFor("tunnel_refused"))
-        #expect(line["stage"] == "stream" && line["reason"] == "pin_mismatch" && line["tls"] == "TLSv1.2")
+        #expect(line["stage"] == "stream" && line.refusal == .stream(.policy(.pinMismatch)) && line["tls"] == "TLSv1.2")
         #expect(line["chain.0.spki"] == Pins.rogueLeaf && line["expected.0.pin"] == Pins.leafEC)
         #expect(line["bytes_down"] == "0")  // nothing of the server's reached the client
         #expect(proxy.events("tunnel_allowed").count == 1 && proxy.events("tunnel_closed").isEmpty)
@@ -59,7 +59,7 @@ import TestSupport
         let proxy = try ProxyProcess(config: policy(ports: [attacker.port], rules: apiRule("    mode: report\n" + pinsLine(Pins.leafEC))))
         #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: attacker.port).body == "hello from rogue\n")
         let warning = try #require(proxy.waitFor("tunnel_warning") { $0["stage"] == "stream" })
-        #expect(warning["reason"] == "pin_mismatch" && warning["would_refuse"] == "true" && warning["bypass"] == "report_mode")
+        #expect(warning.refusal == .stream(.policy(.pinMismatch)) && warning["would_refuse"] == "true" && warning["bypass"] == "report_mode")
         #expect(proxy.waitFor("tunnel_closed")?["verify"] == "bypass")
     }
 
@@ -84,7 +84,7 @@ import TestSupport
         let result = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: cutter.port)
         #expect(result.connectStatus == 200 && result.exitCode != 0)
         let line = try #require(proxy.waitFor("tunnel_refused"))
-        #expect(line["stage"] == "stream" && line["reason"] == "tls_protocol_error" && line["bytes_down"] == "0", "\(line)")
+        #expect(line["stage"] == "stream" && line.refusal == .stream(.malformedTLS) && line["bytes_down"] == "0", "\(line)")
         #expect(line["detail"] == "the upstream closed before its first flight was complete")
     }
 
@@ -144,7 +144,7 @@ import TestSupport
         #expect(out == "CLOSED" || out.hasPrefix("ERROR"), "the rogue server was reached: \(out)")
         #expect(!out.contains("rogue"))
         let line = try #require(proxy.waitFor("tunnel_refused") { $0["stage"] == "stream" })
-        #expect(line["reason"] == "sni_mismatch" && line["host"] == "x.api.pinproxy.test" && line["bytes_up"] == "0" && line["bytes_down"] == "0")
+        #expect(line.refusal == .stream(.sniMismatch) && line["host"] == "x.api.pinproxy.test" && line["bytes_up"] == "0" && line["bytes_down"] == "0")
         #expect(line["detail"]?.hasPrefix("the ClientHello names api.pinproxy.test, which the rule at line") == true, "\(line)")
         // The CONNECT's own host is still under its report mode or bypass: with its own name it is let through, with a warning.
         #expect(try sni(proxy, "x.api.pinproxy.test:\(rogue.port)", "x.api.pinproxy.test") == "OK hello from rogue")
@@ -161,7 +161,7 @@ import TestSupport
         let proxy = try ProxyProcess(config: policy(ports: [attacker.port], rules: Self.apiPinned))
         #expect(try sni(proxy, "api.pinproxy.test:\(attacker.port)", "api.pinproxy.test", send: "plain") == "CLOSED")
         let line = try #require(proxy.waitFor("tunnel_refused"))
-        #expect(line["stage"] == "stream" && line["reason"] == "not_tls" && line["bytes_up"] == "0")
+        #expect(line["stage"] == "stream" && line.refusal == .stream(.notTLS) && line["bytes_up"] == "0")
     }
 
     /// `openssl s_client` (through pinproxy with `proxy`) saving or resuming a TLS 1.2 session. It
@@ -200,6 +200,6 @@ import TestSupport
         let resumed = try sClient(proxy: proxy2.port, port: attacker.port, session: "\(directory)/rogue.pem", resume: true, tickets: tickets)
         #expect(!resumed.contains("Reused, TLSv1.2"), "\(resumed)")
         let line = try #require(proxy2.waitFor("tunnel_refused"))
-        #expect(line["stage"] == "stream" && line["reason"] == "unverified_resumption", "\(line)")
+        #expect(line["stage"] == "stream" && line.refusal == .stream(.unverifiedResumption), "\(line)")
     }
 }

@@ -54,7 +54,7 @@ import TestSupport
         #expect(statusLine(response) == "HTTP/1.1 403 Forbidden")
         #expect(header("Proxy-Status", in: response) == "pinproxy; error=http_request_denied; details=\"upstream_proxy_refused\"; received-status=403")
         let line = proxy.waitFor("tunnel_refused")
-        #expect(line?["reason"] == "upstream_proxy_refused")
+        #expect(line?.refusal == .network(.upstreamProxyRefused))
         #expect(line?["status"] == "403")
         #expect(line?["detail"] == "the parent proxy http://127.0.0.1:\(parent.port) refused CONNECT api.pinproxy.test:443: 403 Forbidden")
         #expect(line?["hint"]?.contains("proxy.upstream_proxy") == true)
@@ -68,7 +68,7 @@ import TestSupport
         let response = try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:443")
         #expect(statusLine(response) == "HTTP/1.1 502 Parent Proxy Authentication Failed")
         #expect(header("Proxy-Status", in: response)?.hasSuffix("received-status=407") == true)
-        #expect(proxy.waitFor("tunnel_refused")?["reason"] == "upstream_proxy_refused")
+        #expect(proxy.waitFor("tunnel_refused")?.refusal == .network(.upstreamProxyRefused))
         #expect(parent.requests == ["CONNECT api.pinproxy.test:443 auth=-"])
     }
 
@@ -81,7 +81,7 @@ import TestSupport
         #expect(result.connectStatus == 502)
         #expect(result.exitCode == 56)
         let line = proxy.waitFor("tunnel_refused")
-        #expect(line?["reason"] == "pin_mismatch")
+        #expect(line?.refusal == .policy(.pinMismatch))
         #expect(line?["chain.0.spki"] == Pins.rogueLeaf)
         #expect(urllibThrough(proxy.port) == "ERROR Tunnel connection failed: 502 Certificate Pin Mismatch")
     }
@@ -92,7 +92,7 @@ import TestSupport
         let proxy = try pinproxy(parent: parent.port, ports: [443])
         let response = try connectResponse(proxy: proxy.port, target: "169.254.1.1:443")
         #expect(statusLine(response) == "HTTP/1.1 403 Destination Forbidden")
-        #expect(proxy.waitFor("tunnel_refused")?["reason"] == "destination_ip_prohibited")
+        #expect(proxy.waitFor("tunnel_refused")?.refusal == .policy(.destinationProhibited))
         #expect(parent.requests.isEmpty)
     }
 

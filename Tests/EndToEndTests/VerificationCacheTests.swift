@@ -37,7 +37,7 @@ import TestSupport
         #expect(proxy.waitFor("policy_reloaded") != nil)
         #expect(statusLine(try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:\(server.port)")) == "HTTP/1.1 502 Certificate Pin Mismatch")
         let refused = try #require(proxy.waitFor("tunnel_refused"))
-        #expect(refused["cached"] == "false" && refused["reason"] == "pin_mismatch")
+        #expect(refused["cached"] == "false" && refused.refusal == .policy(.pinMismatch))
     }
 
     /// No refusal is cached: after the stream check caught the selective attacker's rogue chain in
@@ -52,8 +52,8 @@ import TestSupport
         let second = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: attacker.port)
         #expect(second.connectStatus == 502 && !second.body.contains("rogue"))
         let refused = proxy.events("tunnel_refused", count: 2)
-        #expect(refused.count == 2 && refused.allSatisfy { $0["reason"] == "pin_mismatch" })
-        #expect(refused.map { $0["stage"] ?? "probe" } == ["stream", "probe"] && refused.last?["cached"] == "false")
+        #expect(refused.count == 2 && refused.first?["stage"] == "stream" && refused.first?.refusal == .stream(.policy(.pinMismatch)))
+        #expect(refused.last?["stage"] == nil && refused.last?.refusal == .policy(.pinMismatch) && refused.last?["cached"] == "false")
         #expect(proxy.events("tunnel_allowed", count: 2).map { $0["cached"] ?? "?" } == ["false"])
     }
 }

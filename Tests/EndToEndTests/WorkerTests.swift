@@ -55,7 +55,7 @@ import TestSupport
             #expect(header("Proxy-Status", in: response) == "pinproxy; error=connection_limit_reached; details=\"connection_limit_reached\"")
         }
         let refused = proxy.events("tunnel_refused", count: 2)
-        #expect(refused.count == 2 && refused.allSatisfy { $0["reason"] == "connection_limit_reached" })
+        #expect(refused.count == 2 && refused.allSatisfy { $0.refusal == .network(.connectionLimitReached) })
 
         held.removeFirst().close()
         #expect(proxy.waitFor("tunnel_closed") != nil)

@@ -181,7 +181,7 @@ import TestSupport
         #expect(refused.output.contains(expected.rogue), "\(client): \(refused.output)")
         #expect(!refused.output.contains("hello through pinproxy") && !refused.output.contains("FILES tinypkg"))
         let line = poisoned.waitFor("tunnel_refused")
-        #expect(line?["reason"] == "pin_mismatch")
+        #expect(line?.refusal == .policy(.pinMismatch))
         #expect(line?["status"] == "502")
         #expect(poisoned.events("tunnel_allowed").isEmpty)
     }

@@ -61,28 +61,4 @@ import Testing
                                            source: "t.yaml", pinFiles: { _, _ in PinFileContents(pin: try Pin.parse(cert(1)).get(), notAfter: soon) })
         #expect(policy.lint(at: now).map(\.code) == ["pinned_cert_expires_soon", "pin_denylisted"])
     }
-
-    @Test func explainNamesTheRuleTheLosersAndThePins() throws {
-        let p = try load(header + "rules:\n  - host: \"**.example.com\"\n    pins: [\"\(pinA)\", \"\(pinB)\"]\n  - host: api.example.com\n    pins:\n      - { pin: \"\(pinC)\", at: ca, label: issuing CA }\n      - \"\(pinA)\"\n").get()
-        let lines = p.explain(try Authority.parse("API.example.com.:443").get())
-        #expect(lines == [
-            "CONNECT api.example.com:443",
-            "rule at line 7: 'api.example.com', mode: enforce, trust: system",
-            "also matching but less specific (never combined): '**.example.com' (line 5)",
-            "the chain must validate under trust system with the hostname check; then one of these pins must match:",
-            "  \(pinC)  at: ca  (issuing CA)",
-            "  \(pinA)  at: any",
-            "no match → refused with 502 Certificate Pin Mismatch",
-        ])
-        #expect(p.explain(try Authority.parse("example.org:443").get()).last == "no rule matches; defaults.unpinned is allow → tunnelled without any certificate check (logged as tunnel_unpinned)")
-        #expect(p.explain(try Authority.parse("example.org:8443").get()).last?.contains("port 8443 is not in proxy.allowed_ports") == true)
-    }
-
-    /// Under pins-only an unmatched chain has no anchor: the proxy refuses it as chain_invalid (502
-    /// Certificate Invalid) in every mode, and the explanation says so rather than "Pin Mismatch".
-    @Test(arguments: ["enforce", "report"]) func explainUnderPinsOnlySaysChainInvalid(mode: String) throws {
-        let p = try load(header + "rules:\n  - host: a.test\n    trust: pins-only\n    mode: \(mode)\n    pins: [\"\(pinA)\", \"\(pinB)\"]\n").get()
-        #expect(p.explain(try Authority.parse("a.test:443").get()).last
-            == "no match → refused with 502 Certificate Invalid (chain_invalid: under trust pins-only a pinned certificate is the only anchor; in every mode)")
-    }
 }

@@ -90,19 +90,45 @@ import TestSupport
         #expect(AdmissionCause.plainHTTPRefused.policyReason == nil)
     }
 
-    /// The gate decides a CONNECT as the policy's own `admit` (what `pinproxy check` explains) does.
-    @Test(arguments: ["api.test:443", "api.test:22", "10.0.0.1:443", "[::1]:443", "other.test:443", "a.free.test:443", "192.0.2.7:8443"])
-    func aConnectIsDecidedAsThePolicySays(target: String) {
-        let authority = try! Authority.parse(target).get()
-        for client in ["127.0.0.1", "10.1.2.3", "10.2.0.1"] {
-            let gate = AdmissionGate.admit(authority, client: IPAddress(client)!, policy: Self.deny, kind: .connect)
-            switch Self.deny.admit(authority, client: IPAddress(client)) {
-            case .decided(.refused(let reason), _): #expect(gate.refusal.map { $0.reason } == reason.rawValue)
-            case .decided(.unpinned(let basis), let rule): #expect(gate == .unpinned(basis, rule: rule))
-            case .probe(let rule): #expect(gate == .probe(rule))
-            case .decided(let other, _): Issue.record("unexpected \(other)")
-            }
+    /// Every spelling of a denied address, and allow lists that do not see through an embedding
+    /// (moved here from the policy's own `admit`, which this gate replaced).
+    static let embeddings = try! PolicyLoader.load(yaml: """
+        version: 1
+        proxy: { allowed_ports: [443, 8443], allow_clients: ["127.0.0.0/8", "10.1.0.0/16"], deny_destinations: [loopback, private] }
+        defaults: { unpinned: deny }
+        rules:
+          - host: api.test
+            pins: ["\(pin)"]
+          - host: "**.free.test"
+            mode: unpinned
+        """, source: "test.yaml", pinFiles: nil)
+
+    @Test(arguments: [
+        ("api.test:443", "127.0.0.1", nil),
+        ("api.test:443", "10.1.2.3", nil),
+        ("api.test:443", "10.2.0.1", RefusalReason.clientNotAllowed),
+        ("api.test:22", "127.0.0.1", .portNotAllowed),
+        ("10.0.0.1:443", "127.0.0.1", .destinationProhibited),
+        ("[::ffff:127.0.0.1]:443", "127.0.0.1", .destinationProhibited),
+        ("[::1]:443", "127.0.0.1", .destinationProhibited),
+        ("[::127.0.0.1]:443", "127.0.0.1", .destinationProhibited),
+        ("[64:ff9b::a00:1]:443", "127.0.0.1", .destinationProhibited),
+        ("[64:ff9b:1::7f00:1]:443", "127.0.0.1", .destinationProhibited),
+        ("[2001:db8::a00:1]:443", "127.0.0.1", .unpinnedDenied),
+        ("api.test:443", "64:ff9b::7f00:1", .clientNotAllowed),  // allow lists do not see through
+        ("other.test:443", "127.0.0.1", .unpinnedDenied),
+    ])
+    func aConnectFromThisClientIsRefusedFor(target: String, client: String, reason: RefusalReason?) {
+        let outcome = admit(target, client: client, .connect, policy: Self.embeddings)
+        if let reason {
+            #expect(outcome.refusal?.code == .policy(reason))
+        } else {
+            #expect(outcome == .probe(Self.embeddings.rules[0]))
         }
+    }
+
+    @Test func anUnpinnedRuleAdmitsWithoutAProbe() {
+        #expect(admit("a.free.test:443", .connect, policy: Self.embeddings) == .unpinned(.ruleUnpinned, rule: Self.embeddings.rules[1]))
     }
 
     @Test func theAcceptRefusesAClientOutsideAllowClients() {

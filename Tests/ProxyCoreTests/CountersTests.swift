@@ -11,7 +11,7 @@ import Testing
         c.bytesDown = base + 9; c.closedByReload = base + 10; c.liveSessionObjects = base + 11
         c.silentReaped = base + 12; c.reloadsSucceeded = base + 13; c.reloadsFailed = base + 14
         c.interceptionsSuspected = base + 17; c.unverifiedResumptions = base + 18
-        c.refusedByReason = ["pin_mismatch": base + 15, "dns_failed": base + 16]
+        c.refusedByReason = [.decision(.policy(.pinMismatch)): base + 15, .decision(.network(.dnsError)): base + 16]
         return c
     }
 
@@ -30,17 +30,19 @@ import Testing
         let fields = Self.intFields(sum), left = Self.intFields(a), right = Self.intFields(b)
         #expect(fields.count == 16)
         for (name, value) in fields { #expect(value == left[name]! + right[name]!, "\(name)") }
-        #expect(sum.refusedByReason == ["pin_mismatch": 15 + 115, "dns_failed": 16 + 116])
+        #expect(sum.refusedByReason == [.decision(.policy(.pinMismatch)): 15 + 115, .decision(.network(.dnsError)): 16 + 116])
     }
 
     @Test func reasonsSeenOnOneSideOnlyAreKept() {
         var a = Counters(), b = Counters()
-        a.countRefusal(reason: "pin_mismatch")
-        b.countRefusal(reason: "out_of_file_descriptors")
-        b.countRefusal(reason: "pin_mismatch")
+        a.countRefusal(.decision(.policy(.pinMismatch)))
+        b.countRefusal(.decision(.network(.outOfFileDescriptors)))
+        b.countRefusal(.decision(.policy(.pinMismatch)))
+        b.countRefusal(.stream(.policy(.pinMismatch)))
         let sum = a + b
-        #expect(sum.refused == 3)
-        #expect(sum.refusedByReason == ["pin_mismatch": 2, "out_of_file_descriptors": 1])
+        #expect(sum.refused == 4)
+        #expect(sum.refusedByReason == [.decision(.policy(.pinMismatch)): 2, .decision(.network(.outOfFileDescriptors)): 1,
+                                        .stream(.policy(.pinMismatch)): 1])
     }
 
     @Test func theZeroSetIsNeutral() {

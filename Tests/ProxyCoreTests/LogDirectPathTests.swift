@@ -44,15 +44,17 @@ import Testing
         let policy = try PolicyLoader.load(yaml: "version: 1\ndefaults: { unpinned: allow }\nrules:\n  - host: api.test\n    pins: [\"\(leaf.spki)\", \"\(root.spki)\"]\n", source: "/p.yaml")
         let tunnel = try #require(LogCost.tunnel(policy: policy, host: "api.test", port: 443, address: IPAddress("127.0.0.1")!,
                                                  chain: .verified(VerifiedChain(leafFirst: [leaf, root]))))
-        let decision = SessionLog.decision(tunnel.record)
-        let closed = SessionLog.end(.closed(.relay(.finished), ClosedTunnel(record: tunnel.record, openedTunnel: true, bytesUp: 1, bytesDown: 2,
+        let record = DecisionRecord(conn: 0, client: SocketAddress(ip: IPAddress("127.0.0.1")!, port: 50000),
+                                    .opened(tunnel.admitted, tunnel.passage, address: tunnel.address))
+        let decision = SessionLog.decision(record, tunnel.passage.decision)
+        let closed = SessionLog.end(.closed(.relay(.finished), ClosedTunnel(record: record, bytesUp: 1, bytesDown: 2,
                                                                            duration: .milliseconds(3), stream: nil, relay: .copy)))
         for record in [decision, closed] {
             let direct = LogRecord(record.level, record.event, LogKeys.canonical(record.fields))
             #expect(direct.text(at: time) == viaSwiftLog(record).text(at: time))
             #expect(direct.json(at: time) == viaSwiftLog(record).json(at: time))
         }
-        #expect(viaSwiftLog(decision).text(at: time).hasPrefix("ts=2026-11-29T18:00:00.123Z level=info event=tunnel_allowed host=api.test port=443 verdict=allowed conn=0 client=127.0.0.1:50000 address=127.0.0.1 sni=api.test tls=TLSv1.3 rule=api.test rule_line=4 mode=enforce"))
+        #expect(viaSwiftLog(decision).text(at: time).hasPrefix("ts=2026-11-29T18:00:00.123Z level=info event=tunnel_allowed host=api.test port=443 verdict=allowed conn=0 client=127.0.0.1:50000 address=127.0.0.1 sni=api.test tls=TLSv1.3 key_proof=handshake rule=api.test rule_line=4 mode=enforce"))
     }
 
     /// `Logger.emit` with pinproxy's handler writes exactly the line the swift-log path wrote, and
@@ -84,14 +86,12 @@ import Testing
     @Test func eachLinesLevelIsKnownBeforeItIsBuilt() {
         let record = DecisionRecord(conn: 1, client: SocketAddress(ip: IPAddress("127.0.0.1")!, port: 1))
         func closed(_ reason: CloseReason) -> SessionEnd {
-            .closed(reason, ClosedTunnel(record: record, openedTunnel: false, bytesUp: 0, bytesDown: 0, duration: .zero, stream: nil, relay: nil))
+            .closed(reason, ClosedTunnel(record: record, bytesUp: 0, bytesDown: 0, duration: .zero, stream: nil, relay: nil))
         }
         for end in [closed(.clientClosed), closed(.policyReload(.chainRefused(.pinMismatch, failure: nil))), closed(.shutdown)] {
             #expect(SessionLog.end(end).level == SessionLog.level(of: end))
         }
-        var unpinned = record
-        unpinned.verdict = .unpinned(.noRule)
-        #expect(SessionLog.decision(unpinned).level == SessionLog.level(of: unpinned.verdict))
+        #expect(SessionLog.decision(record, .unpinned(.noRule)).level == SessionLog.level(of: TunnelDecision.unpinned(.noRule)))
     }
 
     /// The encoder against the string renderer it replaced (kept here as the reference).

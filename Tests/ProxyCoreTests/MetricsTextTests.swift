@@ -12,7 +12,9 @@ import Testing
         counters.bypassed = 105; counters.unpinned = 106; counters.closed = 107; counters.bytesUp = 108
         counters.bytesDown = 109; counters.closedByReload = 110; counters.liveSessionObjects = 111
         counters.silentReaped = 112; counters.reloadsSucceeded = 113; counters.reloadsFailed = 114
-        counters.refusedByReason = ["pin_mismatch": 3, "dns_failed": 2, "out_of_file_descriptors": 1]
+        // A pin mismatch at the probe and one in the stream are one series (the line's `reason`).
+        counters.refusedByReason = [.decision(.policy(.pinMismatch)): 2, .stream(.policy(.pinMismatch)): 1, .decision(.network(.dnsError)): 2,
+                                    .decision(.network(.outOfFileDescriptors)): 1]
         var keyLog = KeyLogBook.Counters()
         keyLog.lines = 201; keyLog.kept = 202; keyLog.dropped = 203; keyLog.unparsable = 204; keyLog.tooLong = 205
         keyLog.watchesRefused = 206; keyLog.skippedBytes = 207
@@ -120,7 +122,7 @@ import Testing
         pinproxy_workers 4
         # HELP pinproxy_refusals_total Tunnel refusals by reason code (as in tunnel_refused); only reasons seen since start.
         # TYPE pinproxy_refusals_total counter
-        pinproxy_refusals_total{reason="dns_failed"} 2
+        pinproxy_refusals_total{reason="dns_error"} 2
         pinproxy_refusals_total{reason="out_of_file_descriptors"} 1
         pinproxy_refusals_total{reason="pin_mismatch"} 3
         # HELP pinproxy_probe_duration_seconds Probe duration, from the first TCP connect to the server's chain (or the failure).

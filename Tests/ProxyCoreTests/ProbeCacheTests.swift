@@ -7,9 +7,9 @@ import Testing
 @Suite struct ProbeCacheTests {
     static let start = ContinuousClock.now
 
-    /// A result told apart from others by its `tlsVersion` text.
-    static func seen(_ label: String) -> ProbeResult {
-        ProbeResult(outcome: .failed(.probeTimeout), address: nil, tlsVersion: label)
+    /// A result told apart from others by its `tlsVersion` (a wire value standing for a label).
+    static func seen(_ label: UInt16) -> ProbeResult {
+        ProbeResult(outcome: .failed(.probeTimeout), address: nil, tlsVersion: TLSVersion(wire: label))
     }
 
     static func key(_ name: String, port: UInt16 = 443) -> ProbeHub.Key {
@@ -20,8 +20,8 @@ import Testing
 
     @Test func anEntryIsFoundUntilItsDeadlineAndThenDropped() {
         var cache = ProbeCache(capacity: 8)
-        cache.store(Self.seen("a"), for: Self.key("a.test"), at: Self.at(0), until: Self.at(60))
-        #expect(cache.lookup(Self.key("a.test"), at: Self.at(59), storedWithin: .seconds(60))?.tlsVersion == "a")
+        cache.store(Self.seen(0xa), for: Self.key("a.test"), at: Self.at(0), until: Self.at(60))
+        #expect(cache.lookup(Self.key("a.test"), at: Self.at(59), storedWithin: .seconds(60))?.tlsVersion?.wire == 0xa)
         #expect(cache.lookup(Self.key("a.test"), at: Self.at(60), storedWithin: .seconds(600)) == nil)
         #expect(cache.count == 0)  // the expired entry went at that lookup
     }
@@ -29,8 +29,8 @@ import Testing
     /// A reload that shortens `verify_cache_ttl` applies to what is already cached.
     @Test func aShorterTTLAtLookupExpiresAnEntryBeforeItsDeadline() {
         var cache = ProbeCache(capacity: 8)
-        cache.store(Self.seen("a"), for: Self.key("a.test"), at: Self.at(0), until: Self.at(60))
-        #expect(cache.lookup(Self.key("a.test"), at: Self.at(9), storedWithin: .seconds(10))?.tlsVersion == "a")
+        cache.store(Self.seen(0xa), for: Self.key("a.test"), at: Self.at(0), until: Self.at(60))
+        #expect(cache.lookup(Self.key("a.test"), at: Self.at(9), storedWithin: .seconds(10))?.tlsVersion?.wire == 0xa)
         #expect(cache.lookup(Self.key("a.test"), at: Self.at(10), storedWithin: .seconds(10)) == nil)
         #expect(cache.lookup(Self.key("a.test"), at: Self.at(11), storedWithin: .seconds(60)) == nil)  // dropped, not hidden
     }
@@ -39,45 +39,45 @@ import Testing
     /// handed to another.
     @Test func onlyTheSameTargetAddressesAndPortShareAnEntry() {
         var cache = ProbeCache(capacity: 8)
-        cache.store(Self.seen("a"), for: Self.key("a.test"), at: Self.at(0), until: Self.at(60))
+        cache.store(Self.seen(0xa), for: Self.key("a.test"), at: Self.at(0), until: Self.at(60))
         let otherAddress = ProbeHub.Key(serverName: "a.test", port: 443, addresses: [IPAddress("127.0.0.2")!])
         let noName = ProbeHub.Key(serverName: nil, port: 443, addresses: [IPAddress("127.0.0.1")!])
         for other in [Self.key("b.test"), Self.key("a.test", port: 8443), otherAddress, noName] {
             #expect(cache.lookup(other, at: Self.at(1), storedWithin: .seconds(60)) == nil)
         }
-        #expect(cache.lookup(Self.key("a.test"), at: Self.at(1), storedWithin: .seconds(60))?.tlsVersion == "a")
+        #expect(cache.lookup(Self.key("a.test"), at: Self.at(1), storedWithin: .seconds(60))?.tlsVersion?.wire == 0xa)
     }
 
     @Test func aNewerResultReplacesTheOldOne() {
         var cache = ProbeCache(capacity: 8)
-        cache.store(Self.seen("old"), for: Self.key("a.test"), at: Self.at(0), until: Self.at(60))
-        cache.store(Self.seen("new"), for: Self.key("a.test"), at: Self.at(30), until: Self.at(90))
+        cache.store(Self.seen(0x01d), for: Self.key("a.test"), at: Self.at(0), until: Self.at(60))
+        cache.store(Self.seen(0xe0), for: Self.key("a.test"), at: Self.at(30), until: Self.at(90))
         #expect(cache.count == 1)
-        #expect(cache.lookup(Self.key("a.test"), at: Self.at(70), storedWithin: .seconds(60))?.tlsVersion == "new")
+        #expect(cache.lookup(Self.key("a.test"), at: Self.at(70), storedWithin: .seconds(60))?.tlsVersion?.wire == 0xe0)
     }
 
     /// Full, the cache drops the entry stored longest ago; an entry stored again counts from its
     /// new store (the stale place it left in the order is skipped).
     @Test func theOldestStoreGoesFirstWhenFull() {
         var cache = ProbeCache(capacity: 2)
-        cache.store(Self.seen("a"), for: Self.key("a.test"), at: Self.at(0), until: Self.at(60))
-        cache.store(Self.seen("b"), for: Self.key("b.test"), at: Self.at(1), until: Self.at(60))
-        cache.store(Self.seen("a2"), for: Self.key("a.test"), at: Self.at(2), until: Self.at(60))
-        cache.store(Self.seen("c"), for: Self.key("c.test"), at: Self.at(3), until: Self.at(60))
+        cache.store(Self.seen(0xa), for: Self.key("a.test"), at: Self.at(0), until: Self.at(60))
+        cache.store(Self.seen(0xb), for: Self.key("b.test"), at: Self.at(1), until: Self.at(60))
+        cache.store(Self.seen(0xa2), for: Self.key("a.test"), at: Self.at(2), until: Self.at(60))
+        cache.store(Self.seen(0xc), for: Self.key("c.test"), at: Self.at(3), until: Self.at(60))
         #expect(cache.count == 2)
         #expect(cache.lookup(Self.key("b.test"), at: Self.at(4), storedWithin: .seconds(60)) == nil)
-        #expect(cache.lookup(Self.key("a.test"), at: Self.at(4), storedWithin: .seconds(60))?.tlsVersion == "a2")
-        #expect(cache.lookup(Self.key("c.test"), at: Self.at(4), storedWithin: .seconds(60))?.tlsVersion == "c")
+        #expect(cache.lookup(Self.key("a.test"), at: Self.at(4), storedWithin: .seconds(60))?.tlsVersion?.wire == 0xa2)
+        #expect(cache.lookup(Self.key("c.test"), at: Self.at(4), storedWithin: .seconds(60))?.tlsVersion?.wire == 0xc)
     }
 
     /// Storing the same key over and over keeps one entry and a bounded order list.
     @Test func restoringOneKeyStaysBounded() {
         var cache = ProbeCache(capacity: 4)
         for round in 0..<1_000 {
-            cache.store(Self.seen("\(round)"), for: Self.key("a.test"), at: Self.at(round), until: Self.at(round + 60))
+            cache.store(Self.seen(UInt16(round)), for: Self.key("a.test"), at: Self.at(round), until: Self.at(round + 60))
         }
         #expect(cache.count == 1)
         #expect(cache.order.count <= 2 * cache.capacity)
-        #expect(cache.lookup(Self.key("a.test"), at: Self.at(1_000), storedWithin: .seconds(60))?.tlsVersion == "999")
+        #expect(cache.lookup(Self.key("a.test"), at: Self.at(1_000), storedWithin: .seconds(60))?.tlsVersion?.wire == 999)
     }
 }

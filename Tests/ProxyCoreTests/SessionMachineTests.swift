@@ -42,8 +42,8 @@ import Testing
         guard case .probe(let key) = parsed(&m, "api.example.test:443") else { Issue.record("expected a probe"); return }
         #expect(key.serverName == "api.example.test" && key.port == 443 && key.addresses.map(\.description) == ["127.0.0.5"])
         #expect(m.holdsTunnelSlot)
-        guard case .probing(let admitted) = m.state else { Issue.record("\(m.state)"); return }
-        #expect(admitted.rule?.line == 8 && admitted.unpinned == nil)
+        guard case .probing(let admitted, let rule) = m.state, case .pinned(rule) = admitted.basis else { Issue.record("\(m.state)"); return }
+        #expect(rule.line == 8)
     }
 
     @Test func anUnpinnedRuleConnectsWithoutAProbe() {
@@ -51,9 +51,12 @@ import Testing
         guard case .lookUp("open.example.test") = parsed(&m, "open.example.test:443") else { Issue.record("expected a lookup"); return }
         guard case .connect(let addresses) = m.resolved(.success([IPAddress("127.0.0.9")!])) else { Issue.record("expected a connect"); return }
         #expect(addresses.map(\.description) == ["127.0.0.9"])
-        guard case .open(let record) = m.connected(to: SocketAddress.parse("127.0.0.9:443")!) else { Issue.record("expected open"); return }
-        #expect(record.verdict == .unpinned(.ruleUnpinned) && record.address?.description == "127.0.0.9:443")
-        guard case .close(.relay(.finished), openedTunnel: true) = m.ended(.relay(.finished)) else { Issue.record("expected close"); return }
+        guard case .open(let record, let decision) = m.connected(to: SocketAddress.parse("127.0.0.9:443")!) else { Issue.record("expected open"); return }
+        #expect(decision == .unpinned(.ruleUnpinned) && record.address?.description == "127.0.0.9:443" && record.judgement == nil)
+        guard case .opened(_, .unpinned(.ruleUnpinned), _) = record.stage else { Issue.record("\(record.stage)"); return }
+        guard case .close(.relay(.finished), let closed) = m.ended(.relay(.finished)), closed.passage?.decision == .unpinned(.ruleUnpinned) else {
+            Issue.record("expected the close of an open tunnel"); return
+        }
         #expect(!m.holdsTunnelSlot)
         guard case .none = m.ended(.clientClosed) else { Issue.record("a second end must do nothing"); return }
     }
@@ -63,10 +66,18 @@ import Testing
     @Test func thePolicyComesBeforeTheCap() {
         var a = machine()
         guard case .refuse(let refusal, let record) = parsed(&a, "api.example.test:22", available: false) else { Issue.record("expected a refusal"); return }
-        #expect(refusal.status == 403 && refusal.reason == "port_not_allowed" && record.verdict == .refused(.portNotAllowed))
+        #expect(refusal.status == 403 && refusal.code == .policy(.portNotAllowed))
+        // Refused by admission: what was asked, under which file, and no rule.
+        guard case .asked(let asked, policySource: "test.yaml") = record.stage, asked.port == 22, record.rule == nil else {
+            Issue.record("\(record.stage)"); return
+        }
         var b = machine()
-        guard case .refuse(let capped, _) = parsed(&b, "api.example.test:443", available: false) else { Issue.record("expected a refusal"); return }
-        #expect(capped.status == 503 && capped.reason == "connection_limit_reached")
+        guard case .refuse(let capped, let admitted) = parsed(&b, "api.example.test:443", available: false) else { Issue.record("expected a refusal"); return }
+        #expect(capped.status == 503 && capped.code == .network(.connectionLimitReached))
+        // Admitted, then capped: the rule that admitted it is in the line.
+        guard case .admitted(let connect) = admitted.stage, case .pinned(let rule) = connect.basis, rule.line == 8 else {
+            Issue.record("\(admitted.stage)"); return
+        }
         #expect(!a.holdsTunnelSlot && !b.holdsTunnelSlot)
     }
 
@@ -102,16 +113,50 @@ import Testing
     @Test func aFailedProbeRefusesWithWhatItSaw() {
         var m = machine()
         _ = parsed(&m, "api.example.test:443")
-        let failed = ProbeResult(outcome: .failed(.probeTimeout), address: SocketAddress.parse("127.0.0.5:443"), tlsVersion: "")
+        let failed = ProbeResult(outcome: .failed(.probeTimeout), address: SocketAddress.parse("127.0.0.5:443"), tlsVersion: nil)
         guard case .refuse(let refusal, let record) = m.probed(failed, at: Date(), debugBypassEnabled: false) else { Issue.record("expected a refusal"); return }
-        #expect(refusal.reason == "probe_timeout" && record.address?.description == "127.0.0.5:443" && record.rule?.line == 8)
+        #expect(refusal.code == .network(.probeTimeout) && record.address?.description == "127.0.0.5:443" && record.rule?.line == 8)
+        guard case .probeFailed(_, let contact) = record.stage, contact.tlsVersion == nil, record.judgement == nil else { Issue.record("\(record.stage)"); return }
         #expect(!m.holdsTunnelSlot)
+    }
+
+    /// A pinned CONNECT's record grows stage by stage: judged with the probe's evidence, opened on the
+    /// verdict that let it through, and its close carries that decision.
+    @Test func aPinnedTunnelsRecordGrowsFromJudgedToOpened() throws {
+        let snapshot = PolicySnapshot.loaded(from: """
+            version: 1
+            proxy: { allowed_ports: [443], deny_destinations: [link-local], dns: { nameservers: [], hosts_file: none } }
+            defaults: { unpinned: deny, require_backup: off, trust: "ca-file:\(Paths.fixture("both-roots.pem"))" }
+            resolve:
+              api.pinproxy.test: 127.0.0.1
+            rules:
+              - host: api.pinproxy.test
+                pins: ["\(Pins.leafEC)"]
+            """)
+        var m = machine()
+        guard case .probe = m.requestParsed(authority("api.pinproxy.test:443"), snapshot: snapshot, stopping: false, tunnelAvailable: true) else {
+            Issue.record("expected a probe"); return
+        }
+        let chain = try Certificate.load(file: Paths.fixture("leaf-ec256.chain.pem"))
+        let seen = ProbeResult(outcome: .chain(chain, proof: .handshakeCompleted), address: SocketAddress.parse("127.0.0.1:443"), tlsVersion: .tls13)
+        let action = m.probed(seen, at: Date(), debugBypassEnabled: false)
+        guard case .connect(let addresses) = action, case .connecting(_, .judged(let judgement, .allowed(let match))) = m.state else {
+            Issue.record("\(action)"); return
+        }
+        #expect(addresses.map(\.description) == ["127.0.0.1"] && judgement.tlsVersion == .tls13 && match.entry.pin.description == Pins.leafEC)
+        guard case .open(let record, .allowed) = m.connected(to: SocketAddress.parse("127.0.0.1:443")!) else { Issue.record("expected open"); return }
+        #expect(record.judgement?.keyProof == .handshakeCompleted && record.validation.isVerified && record.tlsVersion == .tls13)
+        guard case .close(.clientClosed, let closed) = m.ended(.clientClosed), case .judged(_, .allowed)? = closed.passage else {
+            Issue.record("expected the close of the open tunnel"); return
+        }
     }
 
     @Test func aHangUpBeforeTheDecisionClosesWithoutATunnel() {
         var m = machine()
         _ = parsed(&m, "api.example.test:443")
-        guard case .close(.clientClosed, openedTunnel: false) = m.ended(.clientClosed) else { Issue.record("expected close"); return }
+        guard case .close(.clientClosed, let record) = m.ended(.clientClosed), record.passage == nil, case .admitted = record.stage else {
+            Issue.record("expected close"); return
+        }
         guard case .closed = m.state else { Issue.record("\(m.state)"); return }
     }
 

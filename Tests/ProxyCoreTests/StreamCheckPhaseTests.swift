@@ -59,7 +59,7 @@ import Testing
         _ = Unit.feed(check, .client, Unit.firstRecord(TLSReaderVectors.opensslTLS12Client))
         #expect(Unit.feed(check, .upstream, Self.records(server, 0..<1)) == .hold)
         guard case .tls12Certificate(let hellos) = check.phase else { Issue.record("\(check.phase)"); return }
-        #expect(hellos.server.version == 0x0303 && check.summary.tlsVersion == "TLSv1.2")
+        #expect(hellos.server.version == 0x0303 && check.summary.negotiated == .tls12)
         #expect(Unit.feed(check, .upstream, Self.records(server, 1..<4)) == .release)
         guard case .tls12Judged(_, let judged) = check.phase else { Issue.record("\(check.phase)"); return }
         #expect(judged == [.sessionID(hellos.server.sessionID)])
@@ -112,7 +112,7 @@ import Testing
         _ = Unit.feed(check, .client, Unit.firstRecord(TLSReaderVectors.opensslTLS13Client))
         #expect(Unit.feed(check, .upstream, Unit.bytes(TLSReaderVectors.opensslTLS13Server)) == .done)
         guard case .done = check.phase else { Issue.record("\(check.phase)"); return }
-        #expect(check.summary.tlsVersion == "TLSv1.3" && check.summary.verification == .probeOnly && check.summary.judged == nil)
+        #expect(check.summary.negotiated == .tls13 && check.summary.verification == .probeOnly && check.summary.judged == nil)
     }
 
     /// With it, the encrypted flight is held in `tls13Held` until the client's line opens it; then
@@ -201,15 +201,28 @@ import Testing
     }
 }
 
-@Suite struct StreamSummaryTests {
+@Suite struct TLSVersionTests {
     @Test(arguments: [(0x0304, "TLSv1.3"), (0x0303, "TLSv1.2"), (0x0302, "TLSv1.1"), (0x0301, "TLSv1"), (0x7f1c, "0x7f1c")])
     func theVersionIsNamedAsTheLogsSayIt(version: Int, name: String) {
-        #expect(StreamSummary(verifiedBy: .probeOnly, negotiatedVersion: UInt16(version)).tlsVersion == name)
+        #expect(TLSVersion(wire: UInt16(version)).description == name)
     }
 
+    /// The probe's version arrives as OpenSSL's name: the same value as the stream's wire number.
+    @Test(arguments: [("TLSv1.3", 0x0304), ("TLSv1.2", 0x0303), ("TLSv1.1", 0x0302), ("TLSv1", 0x0301)])
+    func openSSLsNameIsTheWireVersion(name: String, wire: Int) {
+        #expect(TLSVersion(openSSLName: name) == TLSVersion(wire: UInt16(wire)))
+    }
+
+    @Test(arguments: ["unknown", "", "0x0304", "TLSv1.4"])
+    func aNameThatIsNoVersionIsNone(name: String) {
+        #expect(TLSVersion(openSSLName: name) == nil)
+    }
+}
+
+@Suite struct StreamSummaryTests {
     @Test func anythingLetThroughMakesItABypass() {
         var summary = StreamSummary(verifiedBy: .probeAndStream)
-        #expect(summary.verification == .probeAndStream && summary.tlsVersion == nil)
+        #expect(summary.verification == .probeAndStream && summary.negotiated == nil)
         summary.overlooked = .init(reason: .sniMismatch, detail: "", basis: .reportMode)
         #expect(summary.verification == .bypass)
     }

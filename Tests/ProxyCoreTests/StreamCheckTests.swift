@@ -63,7 +63,7 @@ import Testing
         let check = Self.check()
         #expect(Self.feed(check, .client, Self.bytes(TLSReaderVectors.opensslTLS12Client), drip: drip) == .release)  // watched on
         #expect(Self.released(Self.feed(check, .upstream, Self.bytes(TLSReaderVectors.opensslTLS12Server), drip: drip)))
-        #expect(check.summary.verification == .probeAndStream && check.summary.tlsVersion == "TLSv1.2")
+        #expect(check.summary.verification == .probeAndStream && check.summary.negotiated == .tls12)
         #expect(check.summary.judged.map { if case .verified = $0.validation { true } else { false } } == true)
     }
 
@@ -128,7 +128,7 @@ import Testing
         let check = Self.check()
         _ = Self.feed(check, .client, Self.bytes(TLSReaderVectors.opensslTLS13Client))
         #expect(Self.feed(check, .upstream, Self.bytes(server)) == .done)
-        #expect(check.summary.verification == .probeOnly && check.summary.tlsVersion == "TLSv1.3")
+        #expect(check.summary.verification == .probeOnly && check.summary.negotiated == .tls13)
     }
 
     @Test func aClientHelloWithoutTheConnectHostIsRefused() {

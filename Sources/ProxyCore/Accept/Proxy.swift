@@ -240,7 +240,7 @@ public final class Proxy {
             AdmissionGate.refusesClient($0.ip, policy: policy) == nil
         }
         if answered {
-            counters.countRefusal(reason: NetworkRefusal.outOfFileDescriptors.rawValue)
+            counters.countRefusal(.decision(.network(.outOfFileDescriptors)))
             answeredSinceLine += 1
         }
         if let suppressed = acceptFailureLog.note(at: ContinuousClock.now) {

@@ -290,8 +290,8 @@ final class Worker: @unchecked Sendable {
         case .overlooked(let overlooked):
             logger.emit(SessionLog.overlooked(overlooked, record: record))
         case .negotiated(let version, let clientOfferedTLS13):
-            if !record.tlsVersion.isEmpty && version != record.tlsVersion {
-                logger.emit(SessionLog.versionChanged(to: version, record: record, clientOfferedTLS13: clientOfferedTLS13))
+            if let probe = record.tlsVersion, version != probe {
+                logger.emit(SessionLog.versionChanged(to: version, from: probe, record: record, clientOfferedTLS13: clientOfferedTLS13))
             }
         case .caught(let caught, let judged):
             suspectInterception(caught, judged: judged, record: record)
@@ -311,19 +311,6 @@ final class Worker: @unchecked Sendable {
         probes.forget(target: authority)
         if case .extended = entered { return }
         logger.emit(SessionLog.interceptionSuspected(caught, judged: judged, record: record, quarantine: entered))
-    }
-
-    func logDecision(_ record: DecisionRecord) {
-        tally.withLock { $0.counters.count(decision: record.verdict) }
-        guard SessionLog.level(of: record.verdict) >= logger.logLevel else { return }  // not built when not written
-        var line = SessionLog.decision(record)
-        line["worker"] = .int(index)  // which loop carries the tunnel (its close line comes from the same one)
-        logger.emit(line)
-    }
-
-    func log(_ end: SessionEnd) {
-        tally.withLock { $0.counters.count(end) }
-        logger.emitEnd(end)
     }
 
     /// After a burst of tunnels ends, hand the freed heap back to the system: glibc keeps freed

@@ -76,9 +76,15 @@ enum AdmissionOutcome: Equatable, Sendable {
 /// host a rule pins (on any port) refused right after the client, before its port is looked at.
 enum AdmissionGate {
     static func admit(_ authority: Authority, client: IPAddress, policy: Policy, kind: AdmissionKind) -> AdmissionOutcome {
-        let settings = policy.proxy
-        if kind == .plain, settings.plainHTTP == .refuse { return .refused(.plainHTTPRefused) }
+        if kind == .plain, policy.proxy.plainHTTP == .refuse { return .refused(.plainHTTPRefused) }
         if let cause = refusesClient(client, policy: policy) { return .refused(cause) }
+        return admitFromAnyClient(authority, policy: policy, kind: kind)
+    }
+
+    /// Every step after the client's, for a client `allow_clients` lets in (and for `pinproxy check
+    /// --explain`, which names no client).
+    static func admitFromAnyClient(_ authority: Authority, policy: Policy, kind: AdmissionKind) -> AdmissionOutcome {
+        let settings = policy.proxy
         if kind == .plain, let rule = pinningRule(for: authority.target, policy: policy) {
             return .refused(.pinnedHostOverPlain(authority.target, rule))
         }

@@ -131,7 +131,7 @@ final class ProbeHub {
                                      total: settings.connectTotalTimeout, through: key.parent) { [unowned self] outcome in
             switch outcome {
             case .failed(let refusal):
-                deliver(key, ProbeResult(outcome: .failed(refusal), address: nil, tlsVersion: ""))
+                deliver(key, ProbeResult(outcome: .failed(refusal), address: nil, tlsVersion: nil))
             case .connected(let fd, let address):
                 flight.probe = Probe(loop: loop, context: context, fd: fd, address: address, serverName: key.serverName,
                                      timeout: settings.probeTimeout) { [unowned self] result in

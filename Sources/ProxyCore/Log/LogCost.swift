@@ -6,54 +6,41 @@ import PinPolicy
 /// exactly as the proxy does, for `Benchmarks/logcost.sh` (issue 8, item 4). Not for the proxy's
 /// own use: it only lets a release benchmark reach the internal record types.
 @_spi(Benchmarks) public enum LogCost {
-    /// One pinned tunnel's decision, judged by `policy`'s rule for `host:port` over `chain`.
+    /// One pinned tunnel, open: what its decision and close lines are made from.
     public struct Tunnel {
-        let record: DecisionRecord
+        let admitted: AdmittedConnect
+        let passage: Passage
+        let address: SocketAddress
     }
 
-    /// nil when `policy` has no rule for the host.
+    /// One pinned tunnel's decision, judged by `policy`'s rule for `host:port` over `chain`; nil when
+    /// `policy` has no rule for the host, or its rule refuses the chain.
     public static func tunnel(policy: Policy, host: String, port: UInt16, address: IPAddress, chain: ChainValidation) -> Tunnel? {
         let authority = Authority(target: .name(host), port: port)
         guard let rule = policy.rule(for: authority) else { return nil }
         let evaluation = policy.evaluate(chain, rule: rule, target: authority.target, at: Date(), debugBypassEnabled: false)
-        var record = DecisionRecord(conn: 0, client: SocketAddress(ip: IPAddress("127.0.0.1")!, port: 50000))
-        record.authority = authority
-        record.policySource = policy.source
-        record.rule = rule
-        record.verdict = evaluation.verdict
-        record.address = SocketAddress(ip: address, port: port)
-        record.tlsVersion = "TLSv1.3"
-        record.keyProof = nil
-        record.cached = false
-        record.validation = chain
-        record.evaluation = evaluation
-        return Tunnel(record: record)
+        let decision: TunnelDecision
+        switch evaluation.verdict {
+        case .allowed(let match): decision = .allowed(match)
+        case .bypassed(let reason, let basis): decision = .bypassed(wouldRefuse: reason, by: basis)
+        case .unpinned(let basis): decision = .unpinned(basis)
+        case .refused: return nil
+        }
+        let reached = SocketAddress(ip: address, port: port)
+        let judgement = Judgement(address: reached, tlsVersion: .tls13, keyProof: .handshakeCompleted, validation: chain, evaluation: evaluation,
+                                  presentedDER: [])
+        // The lines read only the snapshot's policy: an empty trust store does for it.
+        guard let snapshot = try? PolicySnapshot(policy: policy, systemStore: .anchors([], name: "none")) else { return nil }
+        let admitted = AdmittedConnect(authority: authority, snapshot: snapshot, basis: .pinned(rule))
+        return Tunnel(admitted: admitted, passage: .judged(judgement, decision), address: reached)
     }
 
     /// The decision line and the close line of connection `conn`, through `logger` as `Proxy` logs them.
     public static func emitDecisionAndClose(_ tunnel: Tunnel, conn: Int, to logger: Logger) {
-        let record = tunnel.record.renumbered(conn)
-        logger.emitDecision(record)
-        let closed = ClosedTunnel(record: record, openedTunnel: true, bytesUp: 517, bytesDown: 1_048_576 + conn,
-                                  duration: .milliseconds(12), stream: nil, relay: .copy)
+        let record = DecisionRecord(conn: conn, client: SocketAddress(ip: IPAddress("127.0.0.1")!, port: 50000),
+                                    .opened(tunnel.admitted, tunnel.passage, address: tunnel.address))
+        logger.emitDecision(record, tunnel.passage.decision)
+        let closed = ClosedTunnel(record: record, bytesUp: 517, bytesDown: 1_048_576 + conn, duration: .milliseconds(12), stream: nil, relay: .copy)
         logger.emitEnd(.closed(.relay(.finished), closed))
-    }
-}
-
-extension DecisionRecord {
-    /// The same record for another connection number.
-    fileprivate func renumbered(_ conn: Int) -> DecisionRecord {
-        var copy = DecisionRecord(conn: conn, client: client)
-        copy.authority = authority
-        copy.rule = rule
-        copy.verdict = verdict
-        copy.address = address
-        copy.tlsVersion = tlsVersion
-        copy.keyProof = keyProof
-        copy.cached = cached
-        copy.validation = validation
-        copy.evaluation = evaluation
-        copy.policySource = policySource
-        return copy
     }
 }

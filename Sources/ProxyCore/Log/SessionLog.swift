@@ -19,8 +19,8 @@ enum SessionEnd {
 
 enum SessionLog {
     /// The decision line's level, known before the line is built: a bypass is a warning.
-    static func level(of verdict: Verdict?) -> Logger.Level {
-        if case .bypassed? = verdict { return .warning }
+    static func level(of decision: TunnelDecision) -> Logger.Level {
+        if case .bypassed = decision { return .warning }
         return .info
     }
 
@@ -38,30 +38,28 @@ enum SessionLog {
 
     /// The decision line, written when a tunnel opens: `tunnel_allowed`, `tunnel_bypassed`,
     /// `tunnel_unpinned`.
-    static func decision(_ s: DecisionRecord) -> LogRecord {
+    static func decision(_ s: DecisionRecord, _ decision: TunnelDecision) -> LogRecord {
         var r: LogRecord
-        switch s.verdict {
+        switch decision {
         case .allowed(let match):
-            r = LogRecord(level(of: s.verdict), "tunnel_allowed", identity(s) + ruleFields(s) + [("verdict", .string("allowed"))])
+            r = LogRecord(level(of: decision), "tunnel_allowed", identity(s) + ruleFields(s) + [("verdict", .string("allowed"))])
             r["pin"] = .string(match.entry.pin.description)
             if let label = match.entry.label { r["pin_label"] = .string(label) }
             r["pin_at"] = .string(match.entry.position.rawValue)
             r["pin_position"] = .int(match.position)
-            r.fields += chainFields(s)
+            r.fields += chainFields(s.validation)
         case .bypassed(let reason, let basis):
-            r = LogRecord(level(of: s.verdict), "tunnel_bypassed", identity(s) + ruleFields(s) + [
+            r = LogRecord(level(of: decision), "tunnel_bypassed", identity(s) + ruleFields(s) + [
                 ("verdict", .string("bypassed")), ("would_refuse", .bool(true)), ("reason", .string(reason.rawValue)),
                 ("bypass", .string(basis.code)),
             ])
             if case .debugBypass(let until) = basis { r["bypass_until"] = .string(RFC3339.format(until)) }
             if let detail = s.evaluation?.chainFailure?.detail { r["detail"] = .string(detail) }
-            r.fields += chainFields(s) + expectedFields(s)
+            r.fields += chainFields(s.validation) + expectedFields(s)
             r["hint"] = .string(hint(.policy(reason), s))
         case .unpinned(let basis):
-            r = LogRecord(level(of: s.verdict), "tunnel_unpinned", identity(s) + [("verdict", .string("unpinned")), ("reason", .string(basis.rawValue))])
+            r = LogRecord(level(of: decision), "tunnel_unpinned", identity(s) + [("verdict", .string("unpinned")), ("reason", .string(basis.rawValue))])
             if let rule = s.rule { r.fields += [("rule", .string(rule.name)), ("rule_line", .int(rule.line))] }
-        case .refused, nil:
-            preconditionFailure("a decision line for a session without an open tunnel")
         }
         return r
     }
@@ -83,21 +81,21 @@ enum SessionLog {
                 ("detail", .string(refusal.detail)),
             ])
             if let pin = s.evaluation?.denylisted { r["denylisted_pin"] = .string(pin.description) }
-            r.fields += chainFields(s) + expectedFields(s)
+            r.fields += chainFields(s.validation) + expectedFields(s)
             r["hint"] = .string(hint(refusal.code, s))
             return r
         case .closed(let reason, let closed):
             let s = closed.record
             var r = LogRecord(level(of: end), "tunnel_closed", identity(s))
-            r["verdict"] = .string(closed.openedTunnel ? verdictName(s.verdict) : "none")
+            r["verdict"] = .string(closed.passage?.decision.name ?? "none")
             r.fields += [
                 ("bytes_up", .int(closed.bytesUp)), ("bytes_down", .int(closed.bytesDown)),
                 ("duration_ms", .int(Int(closed.duration.seconds * 1000))),
             ]
-            if closed.openedTunnel { r["verify"] = .string(verification(closed).rawValue) }
-            if closed.openedTunnel, let relay = closed.relay { r["relay"] = .string(relay.rawValue) }
+            if let passage = closed.passage { r["verify"] = .string(verification(passage, closed.stream).rawValue) }
+            if closed.passage != nil, let relay = closed.relay { r["relay"] = .string(relay.rawValue) }
             tunnelVersion(closed, into: &r)
-            r["close_reason"] = .string(closed.openedTunnel ? reason.code : "\(reason.code)_before_decision")
+            r["close_reason"] = .string(closed.passage != nil ? reason.code : "\(reason.code)_before_decision")
             if case .policyReload(let cause) = reason {
                 r["reason"] = .string(cause.code)
                 r["detail"] = .string(cause.detail)
@@ -110,19 +108,18 @@ enum SessionLog {
             }
             return r
         case .streamRefused(let refusal, let closed):
-            var s = closed.record
-            if let judged = closed.stream?.judged {
-                s.validation = judged.validation
-                s.evaluation = judged.evaluation
-            }
+            // The evidence is the chain the stream judged, when it judged one, else the probe's.
+            let s = closed.record
+            let judged = closed.stream?.judged
+            let (validation, evaluation) = (judged?.validation ?? s.validation, judged?.evaluation ?? s.evaluation)
             var r = LogRecord(.warning, "tunnel_refused", identity(s) + ruleFields(s) + [
                 ("verdict", .string("refused")), ("reason", .string(refusal.reason.code)), ("stage", .string(refusal.stage.rawValue)),
                 ("detail", .string(refusal.detail)), ("bytes_up", .int(closed.bytesUp)), ("bytes_down", .int(closed.bytesDown)),
                 ("duration_ms", .int(Int(closed.duration.seconds * 1000))),
             ])
             tunnelVersion(closed, into: &r)
-            if let pin = s.evaluation?.denylisted { r["denylisted_pin"] = .string(pin.description) }
-            r.fields += chainFields(s) + expectedFields(s)
+            if let pin = evaluation?.denylisted { r["denylisted_pin"] = .string(pin.description) }
+            r.fields += chainFields(validation) + expectedFields(s)
             r["hint"] = .string(streamHint(refusal.reason, s))
             return r
         }
@@ -132,19 +129,15 @@ enum SessionLog {
     /// chain it was shown and the probe's, and whether the host:port is now quarantined.
     static func interceptionSuspected(_ caught: InterceptionCatch, judged: StreamSummary.JudgedChain?, record: DecisionRecord,
                                       quarantine: Quarantine.Entered) -> LogRecord {
-        var s = record
+        let s = record
         var r = LogRecord(.error, "interception_suspected", identity(s) + ruleFields(s))
         r.fields += [("stage", .string(caught.stage.rawValue)), ("reason", .string(caught.reason.code)), ("detail", .string(caught.detail))]
         switch quarantine {
         case .started(let until), .extended(let until): r["quarantined_until"] = .string(RFC3339.format(until))
         case .off: break
         }
-        let probe = chainFields(s)
-        if let judged, caught.chain != nil {
-            s.validation = judged.validation
-            s.evaluation = judged.evaluation
-            r.fields += chainFields(s)
-        }
+        let probe = chainFields(s.validation)
+        if let judged, caught.chain != nil { r.fields += chainFields(judged.validation) }
         if let probeChain = probe.first(where: { $0.0 == "chain" })?.1 { r["probe_chain"] = probeChain }
         r["hint"] = .string("pinproxy's own look at this server disagreed with what the policy pins while another look passed: someone on the path may be choosing which connections to intercept. Tunnels pinproxy cannot verify by themselves to this host:port are refused while it is quarantined")
         return r
@@ -169,30 +162,31 @@ enum SessionLog {
     /// means something: a server that answered the probe with TLS 1.3 answered a client that offered
     /// TLS 1.3 with an older version (a downgrade, or another server). Otherwise (a client that does
     /// not offer 1.3, such as `curl --tls-max 1.2`) it is what the client asked for: info.
-    static func versionChanged(to version: String, record s: DecisionRecord, clientOfferedTLS13: Bool) -> LogRecord {
-        let downgrade = s.tlsVersion == "TLSv1.3" && clientOfferedTLS13 && version != "TLSv1.3"
+    static func versionChanged(to version: TLSVersion, from probe: TLSVersion, record s: DecisionRecord, clientOfferedTLS13: Bool) -> LogRecord {
+        let downgrade = probe == .tls13 && clientOfferedTLS13 && version != .tls13
         var r = LogRecord(downgrade ? .warning : .info, "tunnel_warning", identity(s) + ruleFields(s))
-        r["tls"] = .string(version)
+        r["tls"] = .string(version.description)
         let detail = downgrade
             ? "the client offered TLS 1.3 and the server answered the probe with TLS 1.3, but the tunnel with \(version): a downgrade or a different server"
-            : "the tunnel negotiated \(version), the probe \(s.tlsVersion): \(clientOfferedTLS13 ? "the server chose it" : "the client did not offer TLS 1.3")"
-        r.fields += [("probe_tls", .string(s.tlsVersion)), ("reason", .string("tls_version_changed")), ("stage", .string("stream")),
+            : "the tunnel negotiated \(version), the probe \(probe): \(clientOfferedTLS13 ? "the server chose it" : "the client did not offer TLS 1.3")"
+        r.fields += [("probe_tls", .string(probe.description)), ("reason", .string("tls_version_changed")), ("stage", .string("stream")),
                      ("detail", .string(detail))]
         return r
     }
 
-    private static func verification(_ closed: ClosedTunnel) -> Verification {
-        if case .bypassed? = closed.record.verdict { return .bypass }
-        if let stream = closed.stream { return stream.verification }
-        return closed.record.validation == nil ? .unpinned : .probeOnly
+    private static func verification(_ passage: Passage, _ stream: StreamSummary?) -> Verification {
+        switch passage {
+        case .judged(_, .bypassed): return .bypass
+        case .judged: return stream?.verification ?? .probeOnly
+        case .unpinned: return stream?.verification ?? .unpinned
+        }
     }
 
     /// The TLS version the tunnel itself negotiated, and the probe's when they differ.
     private static func tunnelVersion(_ closed: ClosedTunnel, into r: inout LogRecord) {
-        guard let version = closed.stream?.tlsVersion else { return }
-        let probe = closed.record.tlsVersion
-        r["tls"] = .string(version)
-        if !probe.isEmpty && probe != version { r["probe_tls"] = .string(probe) }
+        guard let version = closed.stream?.negotiated else { return }
+        r["tls"] = .string(version.description)
+        if let probe = closed.record.tlsVersion, probe != version { r["probe_tls"] = .string(probe.description) }
     }
 
     private static func streamHint(_ reason: StreamReason, _ s: DecisionRecord) -> String {
@@ -237,9 +231,11 @@ enum SessionLog {
             if case .name(let name) = authority.target, s.validation != nil || s.address != nil { f.append(("sni", .string(name))) }
         }
         if let address = s.address { f.append(("address", .string(address.ip.description))) }
-        if !s.tlsVersion.isEmpty { f.append(("tls", .string(s.tlsVersion))) }
-        if let proof = s.keyProof { f.append(("key_proof", .string(proof.rawValue))) }
-        if let cached = s.cached { f.append(("cached", .bool(cached))) }
+        if let version = s.tlsVersion { f.append(("tls", .string(version.description))) }
+        if let judgement = s.judgement {
+            f.append(("key_proof", .string(judgement.keyProof.rawValue)))
+            f.append(("cached", .bool(judgement.cached)))
+        }
         return f
     }
 
@@ -250,9 +246,9 @@ enum SessionLog {
     }
 
     /// The verified chain when validation succeeded, else what the server presented.
-    private static func chainFields(_ s: DecisionRecord) -> [(String, LogValue)] {
+    private static func chainFields(_ validation: ChainValidation?) -> [(String, LogValue)] {
         let certificates: [(CertificateFacts, Bool)]
-        switch s.validation {
+        switch validation {
         case .verified(let chain)?: certificates = chain.certificates.map { ($0.facts, $0.isAnchor) }
         case .failed(_, let presented)?: certificates = presented.map { ($0, false) }
         case nil: return []
@@ -263,7 +259,7 @@ enum SessionLog {
              ("subject", .string(item.0.subject)), ("not_after", .string(RFC3339.format(item.0.notAfter))), ("anchor", .bool(item.1))]
         })
         return [("leaf_subject", .string(leaf.subject)), ("leaf_issuer", .string(leaf.issuer)),
-                ("leaf_not_after", .string(RFC3339.format(leaf.notAfter))), ("chain_verified", .bool(s.validation.isVerified)),
+                ("leaf_not_after", .string(RFC3339.format(leaf.notAfter))), ("chain_verified", .bool(validation.isVerified)),
                 ("chain", chain)]
     }
 
@@ -274,16 +270,6 @@ enum SessionLog {
             if let label = entry.label { object.append(("label", .string(label))) }
             return object
         }))]
-    }
-
-    private static func verdictName(_ verdict: Verdict?) -> String {
-        guard let verdict else { return "none" }
-        switch verdict {
-        case .allowed: return "allowed"
-        case .bypassed: return "bypassed"
-        case .unpinned: return "unpinned"
-        case .refused: return "refused"
-        }
     }
 
     /// What the operator can do about it, safely.
@@ -340,9 +326,9 @@ enum SessionLog {
 extension Logger {
     /// A session's decision line, built only when its level is written (at `warning` the lines of
     /// allowed and unpinned tunnels cost nothing).
-    func emitDecision(_ record: DecisionRecord) {
-        guard SessionLog.level(of: record.verdict) >= logLevel else { return }
-        emit(SessionLog.decision(record))
+    func emitDecision(_ record: DecisionRecord, _ decision: TunnelDecision) {
+        guard SessionLog.level(of: decision) >= logLevel else { return }
+        emit(SessionLog.decision(record, decision))
     }
 
     /// A session's end line, built only when its level is written.

@@ -11,20 +11,19 @@ struct Counters: Equatable {
     var liveSessionObjects = 0
     /// Connections closed before their first request head to make room (`SilentConnections`).
     var silentReaped = 0
-    /// `refused` by reason code, for the metrics.
-    var refusedByReason: [String: Int] = [:]
+    /// `refused` by reason, for the metrics.
+    var refusedByReason: [RefusedReason: Int] = [:]
     var reloadsSucceeded = 0, reloadsFailed = 0
     /// Checks that caught an interception (`interception_suspected`, also those in one quarantine).
     var interceptionsSuspected = 0
     /// TLS 1.3 resumptions with no key-log line, let through unverified (`verify=resumption-unverified`).
     var unverifiedResumptions = 0
 
-    mutating func count(decision verdict: Verdict?) {
-        switch verdict {
+    mutating func count(_ decision: TunnelDecision) {
+        switch decision {
         case .allowed: allowed += 1
         case .bypassed: bypassed += 1
         case .unpinned: unpinned += 1
-        case .refused, nil: break
         }
     }
 
@@ -32,9 +31,9 @@ struct Counters: Equatable {
         switch end {
         case .rejected: rejected += 1
         case .refused(let refusal, _):
-            countRefusal(reason: refusal.reason)
+            countRefusal(.decision(refusal.code))
         case .streamRefused(let refusal, let tunnel):
-            countRefusal(reason: refusal.reason.code)
+            countRefusal(.stream(refusal.reason))
             bytesUp += tunnel.bytesUp
             bytesDown += tunnel.bytesDown
         case .closed(let reason, let tunnel):
@@ -46,10 +45,10 @@ struct Counters: Equatable {
         }
     }
 
-    /// One refusal, with its reason code for `pinproxy_refusals_total`.
-    mutating func countRefusal(reason code: String) {
+    /// One refusal, with its reason for `pinproxy_refusals_total`.
+    mutating func countRefusal(_ reason: RefusedReason) {
         refused += 1
-        refusedByReason[code, default: 0] += 1
+        refusedByReason[reason, default: 0] += 1
     }
 
     /// Two sets of counters added up (the supervisor's and each worker's, for `stats`).

@@ -102,7 +102,10 @@ enum MetricsText {
             for s in f.samples { line(f.name, s.labels, String(sample.stats[keyPath: s.value])) }
         }
         family("pinproxy_refusals_total", .counter, "Tunnel refusals by reason code (as in tunnel_refused); only reasons seen since start.")
-        for (reason, count) in sample.stats.counters.refusedByReason.sorted(by: { $0.key < $1.key }) {
+        // One series per `reason` code: a stage's reasons that share a code (a pin mismatch at the
+        // probe and in the stream) add up.
+        let byCode = Dictionary(sample.stats.counters.refusedByReason.map { ($0.key.code, $0.value) }, uniquingKeysWith: +)
+        for (reason, count) in byCode.sorted(by: { $0.key < $1.key }) {
             line("pinproxy_refusals_total", "reason=\"\(escape(reason))\"", String(count))
         }
         family("pinproxy_probe_duration_seconds", .histogram, "Probe duration, from the first TCP connect to the server's chain (or the failure).")

@@ -8,6 +8,7 @@ public enum OneShotProbe {
     public struct Seen {
         public let presented: [Certificate]
         public let address: SocketAddress
+        /// As the log names it (`TLSv1.3`).
         public let tlsVersion: String
         /// How the server proved it holds its key (not `.handshakeCompleted` when it then asked for
         /// a client certificate and aborted).
@@ -40,7 +41,7 @@ public enum OneShotProbe {
                 switch result.outcome {
                 case .failed(let refusal): finish(.failure(Failure(description: refusal.detail)))
                 case .chain(let certificates, let proof):
-                    finish(.success(Seen(presented: certificates, address: result.address!, tlsVersion: result.tlsVersion, proof: proof)))
+                    finish(.success(Seen(presented: certificates, address: result.address!, tlsVersion: result.tlsVersion?.description ?? "", proof: proof)))
                 }
             }
         }
@@ -55,7 +56,7 @@ public enum OneShotProbe {
                 switch result.outcome {
                 case .failed(let refusal): finish(.failure(Failure(description: refusal.detail)))
                 case .chain(let certificates, let proof):
-                    finish(.success(Seen(presented: certificates, address: result.address!, tlsVersion: result.tlsVersion, proof: proof)))
+                    finish(.success(Seen(presented: certificates, address: result.address!, tlsVersion: result.tlsVersion?.description ?? "", proof: proof)))
                 }
             }
         } else {

@@ -15,8 +15,8 @@ struct ProbeResult {
 
     let outcome: Outcome
     let address: SocketAddress?
-    /// `TLSv1.3`, `TLSv1.2`, or empty when no handshake happened.
-    let tlsVersion: String
+    /// The version the handshake negotiated; nil when none was.
+    let tlsVersion: TLSVersion?
     /// Taken from the verification cache rather than a handshake made for this CONNECT.
     var cached = false
 }
@@ -40,7 +40,7 @@ final class Probe {
         guard let bev = bufferevent_openssl_socket_new(loop.base, fd, reference, BUFFEREVENT_SSL_CONNECTING, options) else {
             ssl.dropBuffereventReference(reference)
             close(fd)
-            finish(.failed(.internalError("bufferevent_openssl_socket_new failed")), version: "")
+            finish(.failed(.internalError("bufferevent_openssl_socket_new failed")), version: nil)
             return
         }
         self.bev = bev
@@ -51,7 +51,7 @@ final class Probe {
         }, Unmanaged.passUnretained(self).toOpaque())
         bufferevent_enable(bev, Int16(EV_READ | EV_WRITE))
         timer = Timer(loop: loop, after: timeout) { [unowned self] in
-            finish(.failed(.probeTimeout), version: "")
+            finish(.failed(.probeTimeout), version: nil)
         }
     }
 
@@ -76,9 +76,9 @@ final class Probe {
     private func onEvent(_ what: Int16, errno savedErrno: Int32) {
         guard let bev, let ssl else { return }
         if TestFault.handshake.isInjected {
-            return finish(.failed(.tlsProtocolError("TLS handshake with \(address) failed: \(TestFault.detail)")), version: "")
+            return finish(.failed(.tlsProtocolError("TLS handshake with \(address) failed: \(TestFault.detail)")), version: nil)
         }
-        let version = ssl.version
+        let version = TLSVersion(openSSLName: ssl.version)
         let presented = ssl.presentedChain
         let completed = what & Int16(BEV_EVENT_CONNECTED) != 0
         if !presented.isEmpty {
@@ -107,11 +107,11 @@ final class Probe {
         } else {
             detail = "TLS handshake with \(address) failed: \(errnoText(savedErrno))"
         }
-        finish(.failed(.tlsProtocolError(detail)), version: "")
+        finish(.failed(.tlsProtocolError(detail)), version: nil)
     }
 
-    private static func missingProof(_ version: String) -> String {
-        version == "TLSv1.3" ? "no verified CertificateVerify and Finished" : "no verified ServerKeyExchange and no completed handshake"
+    private static func missingProof(_ version: TLSVersion?) -> String {
+        version == .tls13 ? "no verified CertificateVerify and Finished" : "no verified ServerKeyExchange and no completed handshake"
     }
 
     /// How the handshake ended, in words for the log's detail.
@@ -122,7 +122,7 @@ final class Probe {
         return "the handshake failed (an alert or a bad message)"
     }
 
-    private func finish(_ outcome: ProbeResult.Outcome, version: String) {
+    private func finish(_ outcome: ProbeResult.Outcome, version: TLSVersion?) {
         let done = completion
         completion = nil
         release()

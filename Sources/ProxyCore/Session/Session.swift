@@ -43,8 +43,8 @@ final class Session {
     private var machine: SessionMachine
     private var work = Work.none
     private var clientSide: BufferEvent?
-    /// The decision and when the tunnel opened, for the close line.
-    private var opened: (record: DecisionRecord, at: ContinuousClock.Instant)?
+    /// When the tunnel opened, for the close line's `duration_ms`.
+    private var openedAt: ContinuousClock.Instant?
 
     init?(worker: Worker, id: Int, fd: Int32, client: SocketAddress) {
         self.worker = worker
@@ -139,13 +139,13 @@ final class Session {
     /// verified for it (no new handshake); one the new policy refuses is closed.
     func rejudge(under fresh: PolicySnapshot) {
         if case .forwarding(let forwarder) = work { return forwarder.policyChanged(to: fresh.policy) }
-        guard case .relaying(let relay, _) = work, let record = opened?.record, let authority = record.authority else { return }
+        guard case .relaying(let relay, _) = work, case .relaying(let admitted, let passage, let address) = machine.state else { return }
         var probe: Judgement?
-        if case .relaying(_, let judgement) = machine.state { probe = judgement }
+        if case .judged(let judgement, _) = passage { probe = judgement }
         let chain = relay.check?.summary.judged?.der ?? probe?.presentedDER
         // Through a parent proxy the address is the parent's: `deny_destinations` judged the target.
-        let viaParent = machine.admitted?.snapshot.policy.proxy.upstreamProxy != nil
-        let verdict = fresh.rejudge(authority, client: client.ip, address: viaParent ? nil : record.address?.ip, chain: chain, at: Date(),
+        let viaParent = admitted.snapshot.policy.proxy.upstreamProxy != nil
+        let verdict = fresh.rejudge(admitted.authority, client: client.ip, address: viaParent ? nil : address.ip, chain: chain, at: Date(),
                                     debugBypassEnabled: worker.debugBypassEnabled)
         guard case .closes(let cause) = verdict else {
             relay.check?.policyChanged(to: fresh)
@@ -192,11 +192,11 @@ final class Session {
         case .none:
             break
         case .reject(let refusal, let record):
-            worker.log(.rejected(refusal, record))
+            finish(.rejected(refusal, record))
             respondAndLinger(refusal, host: nil)
         case .refuse(let refusal, let record):
             if let evaluation = record.evaluation { worker.noteWarnings(evaluation, record: record) }
-            worker.log(.refused(refusal, record))
+            finish(.refused(refusal, record))
             // No refusal is cached: the next CONNECT looks at the server again.
             if record.validation != nil, let authority = record.authority { worker.forgetProbe(authority) }
             respondAndLinger(refusal, host: record.authority?.target.description)
@@ -210,8 +210,8 @@ final class Session {
             }
             if case .probing = machine.state, case .none = work { work = .probing(waiter) }
         case .connect(let addresses):
-            if case .connecting(let admitted, let judgement?) = machine.state {
-                worker.noteWarnings(judgement.evaluation, record: DecisionRecord(conn: id, client: client, admitted: admitted, judgement: judgement))
+            if case .connecting(let admitted, .judged(let judgement, _)) = machine.state {
+                worker.noteWarnings(judgement.evaluation, record: DecisionRecord(conn: id, client: client, .judged(admitted, judgement)))
             }
             let authority = machine.admitted!.authority
             let total = addresses.count == 1 ? settings.connectTimeout : settings.connectTotalTimeout
@@ -222,7 +222,7 @@ final class Session {
             // A pinned tunnel's mirror connections start in the same turn, in random order with
             // the tunnel's: an interceptor sees look-alike connections arrive together.
             var judged = false
-            if case .connecting(_, _?) = machine.state { judged = true }  // a probe's chain was judged: the tunnel is pinned
+            if case .connecting(_, .judged) = machine.state { judged = true }  // a probe's chain was judged: the tunnel is pinned
             let mirrorCount = judged ? settings.mirrorChecks : 0
             var mirrors: [MirrorConnection] = []
             let tunnelAt = Int.random(in: 0...mirrorCount)
@@ -245,8 +245,8 @@ final class Session {
             } else {
                 for mirror in mirrors { mirror.close() }
             }
-        case .open(let record):
-            openTunnel(record)
+        case .open(let record, let decision):
+            openTunnel(record, decision)
         case .forward(let head):
             guard let clientSide else { return release() }
             let forwarder = PlainForwarder(worker: worker, conn: id, client: client, side: clientSide) { [unowned self] end in
@@ -261,18 +261,19 @@ final class Session {
             respondAndLinger(refusal, host: nil)
         case .release:
             release()
-        case .close(let reason, let openedTunnel):
+        case .close(let reason, let record):
             if reason == .reaped {
                 release()  // one of thousands in a flood: the worker's summary line speaks for it
                 return
             }
             var relay: Relay?
             if case .relaying(let r, _) = previous { relay = r }
-            let closed = closeRecord(openedTunnel: openedTunnel, relay: relay)
+            let closed = ClosedTunnel(record: record, bytesUp: relay?.bytesUp ?? 0, bytesDown: relay?.bytesDown ?? 0,
+                                      duration: ContinuousClock.now - (openedAt ?? acceptedAt), stream: relay?.check?.summary, relay: relay?.stage)
             if case .relay(.refused(let refusal)) = reason {
-                worker.log(.streamRefused(refusal, closed))
+                finish(.streamRefused(refusal, closed))
             } else {
-                worker.log(.closed(reason, closed))
+                finish(.closed(reason, closed))
             }
             release()
         }
@@ -304,34 +305,39 @@ final class Session {
     /// The mirror connections made with the tunnel's, until the stream check takes them.
     private var pendingMirrors: [MirrorConnection] = []
 
-    private func openTunnel(_ record: DecisionRecord) {
-        guard let clientSide, let upstream = pendingUpstream else { preconditionFailure("a tunnel without both sides") }
+    private func openTunnel(_ record: DecisionRecord, _ decision: TunnelDecision) {
+        guard let clientSide, let upstream = pendingUpstream, let admitted = record.admitted else {
+            preconditionFailure("a tunnel without both sides")
+        }
         pendingUpstream = nil
         let established = Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8)
         evbuffer_add(clientSide.output, established, established.count)
-        opened = (record, .now)
-        worker.logDecision(record)
-        var probe: Judgement?
-        if case .relaying(_, let judgement) = machine.state { probe = judgement }
-        let check = machine.admitted.map { admitted in
-            let pinning: StreamCheck.Context.Pinning = if let rule = admitted.rule, let probe { .pinned(rule: rule, probe: probe) } else { .unpinned }
-            var context = StreamCheck.Context(authority: admitted.authority, snapshot: admitted.snapshot, pinning: pinning,
-                                              debugBypassEnabled: worker.debugBypassEnabled, keyLog: worker.keyLog)
-            context.quarantine = worker.quarantine
-            context.mirrorsOff = settings.mirrorChecks == 0
-            if !pendingMirrors.isEmpty {
-                context.mirrors = .init(connections: pendingMirrors, loop: worker.loop, timeout: settings.probeTimeout)
-            }
-            return StreamCheck(context, ledger: worker.resumptions)
+        openedAt = .now
+        decided(record, decision)
+        // A pinned rule's tunnel is checked against the chain its probe judged; a passage that does
+        // not fit its admission would be a fail-open, so it traps instead.
+        let pinning: StreamCheck.Context.Pinning
+        switch (admitted.basis, record.passage) {
+        case (.pinned(let rule), .judged(let probe, _)?): pinning = .pinned(rule: rule, probe: probe)
+        case (.unpinned, .unpinned?): pinning = .unpinned
+        case (let basis, let passage): preconditionFailure("a tunnel admitted as \(basis) opened by \(String(describing: passage))")
+        }
+        var context = StreamCheck.Context(authority: admitted.authority, snapshot: admitted.snapshot, pinning: pinning,
+                                          debugBypassEnabled: worker.debugBypassEnabled, keyLog: worker.keyLog)
+        context.quarantine = worker.quarantine
+        context.mirrorsOff = settings.mirrorChecks == 0
+        if !pendingMirrors.isEmpty {
+            context.mirrors = .init(connections: pendingMirrors, loop: worker.loop, timeout: settings.probeTimeout)
         }
         pendingMirrors = []
-        check?.notify = { [unowned self] note in worker.logStreamNote(note, record: record) }
+        let check = StreamCheck(context, ledger: worker.resumptions)
+        check.notify = { [unowned self] note in worker.logStreamNote(note, record: record) }
         let relay = Relay(loop: worker.loop, client: clientSide, upstream: upstream, idleTimeout: settings.idleTimeout, check: check,
                           method: settings.relay) { [unowned self] end in
             finish(.relay(end))
         }
         var bypassEnd: Timer?
-        if case .bypassed(_, .debugBypass(let until)) = record.verdict {
+        if case .bypassed(_, .debugBypass(let until)) = decision {
             bypassEnd = Timer(loop: worker.loop, after: max(0, until.timeIntervalSinceNow)) { [unowned self] in finish(.debugBypassExpired) }
         }
         work = .relaying(relay, bypassEnd: bypassEnd)
@@ -341,13 +347,21 @@ final class Session {
         if let admitted = machine.admitted, admitted.snapshot !== worker.snapshot { rejudge(under: worker.snapshot) }
     }
 
-    /// What the close line says: the decision (or what was known), bytes and duration.
-    private func closeRecord(openedTunnel: Bool, relay: Relay?) -> ClosedTunnel {
-        let bytes = (up: relay?.bytesUp ?? 0, down: relay?.bytesDown ?? 0)
-        let record = opened?.record ?? machine.admitted.map { DecisionRecord(conn: id, client: client, admitted: $0, judgement: nil) }
-            ?? DecisionRecord(conn: id, client: client)
-        return ClosedTunnel(record: record, openedTunnel: openedTunnel, bytesUp: bytes.up, bytesDown: bytes.down,
-                            duration: ContinuousClock.now - (opened?.at ?? acceptedAt), stream: relay?.check?.summary, relay: relay?.stage)
+    /// The tunnel opened: counts its decision, then logs it (`tunnel_allowed`, `tunnel_bypassed`,
+    /// `tunnel_unpinned`), built only when its level is written.
+    private func decided(_ record: DecisionRecord, _ decision: TunnelDecision) {
+        worker.tally.withLock { $0.counters.count(decision) }
+        guard SessionLog.level(of: decision) >= worker.logger.logLevel else { return }
+        var line = SessionLog.decision(record, decision)
+        line["worker"] = .int(worker.index)  // which loop carries the tunnel (its close line comes from the same one)
+        worker.logger.emit(line)
+    }
+
+    /// The session's one end line: counted from what it says, then logged (built only when its
+    /// level is written). Every end that has a line comes through here, once.
+    private func finish(_ end: SessionEnd) {
+        worker.tally.withLock { $0.counters.count(end) }
+        worker.logger.emitEnd(end)
     }
 
     /// Writes the refusal, then a lingering close: half-close our side once it is flushed and
@@ -385,8 +399,8 @@ final class Session {
 
 /// What a `tunnel_closed` line is made from.
 struct ClosedTunnel {
+    /// What was known when it closed: the decision, if the tunnel opened.
     let record: DecisionRecord
-    let openedTunnel: Bool
     let bytesUp: Int
     let bytesDown: Int
     let duration: Duration
@@ -395,6 +409,9 @@ struct ClosedTunnel {
     let stream: StreamSummary?
     /// Which relay carried it at the end (nil: it never opened).
     let relay: RelayStage?
+
+    /// How the tunnel passed, when it opened.
+    var passage: Passage? { record.passage }
 }
 
 extension Duration {

@@ -2,20 +2,33 @@ import Foundation
 import PinPolicy
 import TLSInspection
 
-/// A CONNECT that passed admission: what it asked for, the policy snapshot it is judged by, and the
-/// rule that applies (nil: no rule).
+/// A CONNECT that passed admission: what it asked for, the policy snapshot it is judged by, and how
+/// admission let it through.
 struct AdmittedConnect {
+    /// How admission let a CONNECT through.
+    enum Basis: Equatable {
+        /// A rule pins the host: the probe's chain is judged under it before a tunnel opens.
+        case pinned(Rule)
+        /// Tunnelled without a certificate check; the rule that says so (`mode: unpinned`), if any.
+        case unpinned(UnpinnedBasis, rule: Rule?)
+
+        var rule: Rule? {
+            switch self {
+            case .pinned(let rule): return rule
+            case .unpinned(_, let rule): return rule
+            }
+        }
+    }
+
     let authority: Authority
     let snapshot: PolicySnapshot
-    let rule: Rule?
-    /// Decided without looking at a certificate (`unpinned`); nil when the chain will be judged.
-    let unpinned: Verdict?
+    let basis: Basis
 }
 
 /// A probe's chain judged under the CONNECT's snapshot and rule, with its evidence.
 struct Judgement {
     let address: SocketAddress
-    let tlsVersion: String
+    let tlsVersion: TLSVersion?
     let keyProof: KeyProof
     let validation: ChainValidation
     let evaluation: Evaluation
@@ -56,43 +69,6 @@ enum CloseReason: Equatable, Sendable {
     }
 }
 
-/// Everything a decision line and the close line say, taken at the decision and never changed.
-struct DecisionRecord {
-    let conn: Int
-    let client: SocketAddress
-    var authority: Authority?
-    var rule: Rule?
-    var verdict: Verdict?
-    var address: SocketAddress?
-    var tlsVersion = ""
-    var keyProof: KeyProof?
-    /// Whether the chain came from the verification cache (nil: no probe).
-    var cached: Bool?
-    var validation: ChainValidation?
-    var evaluation: Evaluation?
-    /// The policy file the CONNECT was judged under, for hints that name it (`pin … --config PATH`).
-    var policySource: String?
-
-    init(conn: Int, client: SocketAddress) {
-        self.conn = conn
-        self.client = client
-    }
-
-    init(conn: Int, client: SocketAddress, admitted: AdmittedConnect, judgement: Judgement?) {
-        self.init(conn: conn, client: client)
-        authority = admitted.authority
-        policySource = admitted.snapshot.policy.source
-        rule = admitted.rule
-        verdict = judgement?.evaluation.verdict ?? admitted.unpinned
-        address = judgement?.address
-        tlsVersion = judgement?.tlsVersion ?? ""
-        keyProof = judgement?.keyProof
-        cached = judgement?.cached
-        validation = judgement?.validation
-        evaluation = judgement?.evaluation
-    }
-}
-
 /// The life of one CONNECT as values: the stage it is in and what it knows there. Each event is a
 /// method that moves it and returns what the session must do; an event that cannot happen in the
 /// current state is a programming error and traps. No I/O: tests drive it without sockets.
@@ -103,9 +79,10 @@ struct SessionMachine {
     enum State {
         case readingRequest
         case resolving(AdmittedConnect)
-        case probing(AdmittedConnect)
-        case connecting(AdmittedConnect, Judgement?)
-        case relaying(AdmittedConnect, Judgement?)
+        /// A pinned CONNECT's probe, whose chain is judged under this rule.
+        case probing(AdmittedConnect, Rule)
+        case connecting(AdmittedConnect, Passage)
+        case relaying(AdmittedConnect, Passage, address: SocketAddress)
         /// Forwarding plain-HTTP requests (`PlainForwarder` judges each one).
         case forwarding
         case lingering
@@ -124,9 +101,9 @@ struct SessionMachine {
         /// Open the tunnel's TCP connection to the first of these that accepts.
         case connect([IPAddress])
         /// Answer 200, log the decision, relay.
-        case open(DecisionRecord)
-        /// The session is over: log `tunnel_closed`.
-        case close(CloseReason, openedTunnel: Bool)
+        case open(DecisionRecord, TunnelDecision)
+        /// The session is over: log `tunnel_closed` with what was known (the decision, once open).
+        case close(CloseReason, DecisionRecord)
         /// Hand the connection to a plain-HTTP forwarder, starting with this request head.
         case forward([UInt8])
         /// A plain-HTTP request refused (the forwarder logged it): answer, linger.
@@ -160,7 +137,7 @@ struct SessionMachine {
     /// The snapshot this CONNECT is judged by, once it has one.
     var admitted: AdmittedConnect? {
         switch state {
-        case .resolving(let a), .probing(let a), .connecting(let a, _), .relaying(let a, _): return a
+        case .resolving(let a), .probing(let a, _), .connecting(let a, _), .relaying(let a, _, _): return a
         case .readingRequest, .forwarding, .lingering, .closed: return nil
         }
     }
@@ -190,31 +167,24 @@ struct SessionMachine {
     mutating func requestRejected(_ refusal: Refusal) -> Action {
         guard case .readingRequest = state else { preconditionFailure("request rejected in \(state)") }
         state = .lingering
-        return .reject(refusal, DecisionRecord(conn: conn, client: client))
+        return .reject(refusal, record(.requested))
     }
 
     /// A CONNECT arrived. The policy's refusals come before the tunnel cap: a CONNECT it refuses is
     /// a 403 whatever the load, and only one that may open a tunnel takes a slot.
     mutating func requestParsed(_ authority: Authority, snapshot: PolicySnapshot, stopping: Bool, tunnelAvailable: Bool) -> Action {
         guard case .readingRequest = state else { preconditionFailure("request parsed in \(state)") }
-        var record = DecisionRecord(conn: conn, client: client)
-        record.authority = authority
-        record.policySource = snapshot.policy.source
-        if stopping { return refuse(.shuttingDown, record) }
+        let asked = record(.asked(authority, policySource: snapshot.policy.source))
+        if stopping { return refuse(.shuttingDown, asked) }
         let policy = snapshot.policy
-        let rule: Rule?, unpinned: Verdict?
+        let basis: AdmittedConnect.Basis
         switch AdmissionGate.admit(authority, client: client.ip, policy: policy, kind: .connect) {
-        case .refused(let cause):
-            record.verdict = cause.policyReason.map(Verdict.refused)
-            return refuse(cause.refusal, record)
-        case .unpinned(let basis, let matched):
-            (rule, unpinned) = (matched, .unpinned(basis))
-        case .probe(let matched):
-            (rule, unpinned) = (matched, nil)
+        case .refused(let cause): return refuse(cause.refusal, asked)
+        case .unpinned(let unpinned, let rule): basis = .unpinned(unpinned, rule: rule)
+        case .probe(let rule): basis = .pinned(rule)
         }
-        record.rule = rule
-        guard tunnelAvailable else { return refuse(.tunnelLimit, record) }
-        let admitted = AdmittedConnect(authority: authority, snapshot: snapshot, rule: rule, unpinned: unpinned)
+        let admitted = AdmittedConnect(authority: authority, snapshot: snapshot, basis: basis)
+        guard tunnelAvailable else { return refuse(.tunnelLimit, record(.admitted(admitted))) }
         state = .resolving(admitted)
         switch authority.target {
         case .ip(let ip):
@@ -236,14 +206,14 @@ struct SessionMachine {
         }
         switch result {
         case .success(let addresses): return addressesKnown(addresses)
-        case .failure(let failure): return refuse(.dnsError(failure.detail(resolving: name)))
+        case .failure(let failure): return refuse(.dnsError(failure.detail(resolving: name)), record(.admitted(admitted)))
         }
     }
 
     /// evdns did not answer within `dns_timeout`.
     mutating func resolveTimedOut() -> Action {
-        guard case .resolving = state else { preconditionFailure("resolve timeout in \(state)") }
-        return refuse(.dnsTimeout)
+        guard case .resolving(let admitted) = state else { preconditionFailure("resolve timeout in \(state)") }
+        return refuse(.dnsTimeout, record(.admitted(admitted)))
     }
 
     /// Drops denied destinations (every spelling of an address), refuses loops, then probes or
@@ -254,49 +224,46 @@ struct SessionMachine {
         let filter = DestinationFilter(deny: admitted.snapshot.policy.proxy.denyDestinations, isOwnAddress: isOwnAddress)
         let allowed: [IPAddress]
         switch filter.filter(all, for: authority) {
-        case .reach(let addresses):
-            allowed = addresses
-        case .refused(let cause):
-            var record = DecisionRecord(conn: conn, client: client, admitted: admitted, judgement: nil)
-            if case .policy(let reason) = cause.refusal.code { record.verdict = .refused(reason) }
-            return refuse(cause.refusal, record)
+        case .reach(let addresses): allowed = addresses
+        case .refused(let cause): return refuse(cause.refusal, record(.admitted(admitted)))
         }
         if let parent = admitted.snapshot.policy.proxy.upstreamProxy {
             return throughParent(admitted, ParentHop(parent: parent, target: authority))
         }
-        if admitted.unpinned != nil {  // no probe: tunnel to the first address that accepts
-            state = .connecting(admitted, nil)
+        switch admitted.basis {
+        case .unpinned(let basis, _):  // no probe: tunnel to the first address that accepts
+            state = .connecting(admitted, .unpinned(basis))
             return .connect(allowed)
+        case .pinned(let rule):
+            state = .probing(admitted, rule)
+            let serverName: String? = if case .name(let n) = authority.target { n } else { nil }
+            return .probe(ProbeHub.Key(serverName: serverName, port: authority.port, addresses: allowed))
         }
-        state = .probing(admitted)
-        let serverName: String? = if case .name(let n) = authority.target { n } else { nil }
-        return .probe(ProbeHub.Key(serverName: serverName, port: authority.port, addresses: allowed))
     }
 
     /// Probes (or, unpinned, connects) through the parent proxy; the session's connect goes through
     /// it too.
     private mutating func throughParent(_ admitted: AdmittedConnect, _ hop: ParentHop) -> Action {
-        if admitted.unpinned != nil {
-            state = .connecting(admitted, nil)
+        switch admitted.basis {
+        case .unpinned(let basis, _):
+            state = .connecting(admitted, .unpinned(basis))
             return .connect([])
+        case .pinned(let rule):
+            state = .probing(admitted, rule)
+            let serverName: String? = if case .name(let n) = admitted.authority.target { n } else { nil }
+            let literal = admitted.authority.target.ipValue.map { [$0] } ?? []
+            return .probe(ProbeHub.Key(serverName: serverName, port: admitted.authority.port, addresses: literal, parent: hop))
         }
-        state = .probing(admitted)
-        let serverName: String? = if case .name(let n) = admitted.authority.target { n } else { nil }
-        let literal = admitted.authority.target.ipValue.map { [$0] } ?? []
-        return .probe(ProbeHub.Key(serverName: serverName, port: admitted.authority.port, addresses: literal, parent: hop))
     }
 
     /// The probe saw a chain (with a proof of key) or failed; the chain is judged under this
     /// CONNECT's snapshot and rule.
     mutating func probed(_ result: ProbeResult, at now: Date, debugBypassEnabled: Bool) -> Action {
-        guard case .probing(let admitted) = state, let rule = admitted.rule else { preconditionFailure("probed in \(state)") }
+        guard case .probing(let admitted, let rule) = state else { preconditionFailure("probed in \(state)") }
         let presented: [Certificate], proof: KeyProof
         switch result.outcome {
         case .failed(let refusal):
-            var record = DecisionRecord(conn: conn, client: client, admitted: admitted, judgement: nil)
-            record.tlsVersion = result.tlsVersion
-            record.address = result.address
-            return refuse(refusal, record)
+            return refuse(refusal, record(.probeFailed(admitted, ProbeContact(address: result.address, tlsVersion: result.tlsVersion))))
         case .chain(let certificates, let how):
             (presented, proof) = (certificates, how)
         }
@@ -305,50 +272,55 @@ struct SessionMachine {
                                                               debugBypassEnabled: debugBypassEnabled)
         let judgement = Judgement(address: address, tlsVersion: result.tlsVersion, keyProof: proof, validation: validation, evaluation: evaluation,
                                   presentedDER: presented.map(\.der), cached: result.cached)
-        var record = DecisionRecord(conn: conn, client: client, admitted: admitted, judgement: judgement)
+        let judged = record(.judged(admitted, judgement))
         if TestFault.evaluation.isInjected {
-            record.verdict = nil
-            return refuse(.internalError("pin evaluation failed: \(TestFault.detail)"), record)
+            return refuse(.internalError("pin evaluation failed: \(TestFault.detail)"), judged)
         }
-        if case .refused(let reason) = evaluation.verdict {
-            return refuse(.policy(reason, detail: refusalDetail(reason, admitted.authority, evaluation)), record)
+        let decision: TunnelDecision
+        switch evaluation.verdict {
+        case .refused(let reason): return refuse(.policy(reason, detail: refusalDetail(reason, admitted.authority, evaluation)), judged)
+        case .allowed(let match): decision = .allowed(match)
+        case .bypassed(let reason, let basis): decision = .bypassed(wouldRefuse: reason, by: basis)
+        case .unpinned(let basis): decision = .unpinned(basis)
         }
         // The tunnel goes to the address the probe verified, never a fresh resolution.
-        state = .connecting(admitted, judgement)
+        state = .connecting(admitted, .judged(judgement, decision))
         return .connect([address.ip])
     }
 
     /// The tunnel's TCP connection failed.
     mutating func connectFailed(_ refusal: Refusal) -> Action {
-        guard case .connecting(let admitted, let judgement) = state else { preconditionFailure("connect failed in \(state)") }
-        return refuse(refusal, DecisionRecord(conn: conn, client: client, admitted: admitted, judgement: judgement))
+        guard case .connecting(let admitted, let passage) = state else { preconditionFailure("connect failed in \(state)") }
+        if case .judged(let judgement, _) = passage { return refuse(refusal, record(.judged(admitted, judgement))) }
+        return refuse(refusal, record(.admitted(admitted)))
     }
 
     /// The tunnel's TCP connection is up: the decision is final.
     mutating func connected(to address: SocketAddress) -> Action {
-        guard case .connecting(let admitted, let judgement) = state else { preconditionFailure("connected in \(state)") }
-        state = .relaying(admitted, judgement)
-        var record = DecisionRecord(conn: conn, client: client, admitted: admitted, judgement: judgement)
-        record.address = address
-        return .open(record)
+        guard case .connecting(let admitted, let passage) = state else { preconditionFailure("connected in \(state)") }
+        state = .relaying(admitted, passage, address: address)
+        return .open(record(.opened(admitted, passage, address: address)), passage.decision)
     }
 
     /// The session ends without a refusal: a hang-up before the decision, the relay's end, a
     /// shutdown, the end of a debug bypass.
     mutating func ended(_ reason: CloseReason) -> Action {
+        let known: DecisionRecord
         switch state {
         case .lingering, .closed:
             return .none
         case .forwarding:
             state = .closed
             return .release
-        case .relaying:
-            state = .closed
-            return .close(reason, openedTunnel: true)
-        case .readingRequest, .resolving, .probing, .connecting:
-            state = .closed
-            return .close(reason, openedTunnel: false)
+        case .relaying(let admitted, let passage, let address):
+            known = record(.opened(admitted, passage, address: address))
+        case .resolving(let admitted), .probing(let admitted, _), .connecting(let admitted, _):
+            known = record(.admitted(admitted))
+        case .readingRequest:
+            known = record(.requested)
         }
+        state = .closed
+        return .close(reason, known)
     }
 
     /// The refusal has been written (or given up on): nothing is left.
@@ -359,9 +331,9 @@ struct SessionMachine {
 
     // MARK: helpers
 
-    private mutating func refuse(_ refusal: Refusal, _ record: DecisionRecord? = nil) -> Action {
-        let record = record ?? admitted.map { DecisionRecord(conn: conn, client: client, admitted: $0, judgement: nil) }
-            ?? DecisionRecord(conn: conn, client: client)
+    private func record(_ stage: DecisionRecord.Stage) -> DecisionRecord { DecisionRecord(conn: conn, client: client, stage) }
+
+    private mutating func refuse(_ refusal: Refusal, _ record: DecisionRecord) -> Action {
         state = .lingering
         return .refuse(refusal, record)
     }

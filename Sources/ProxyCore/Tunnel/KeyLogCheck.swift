@@ -32,7 +32,7 @@ final class KeyLogCheck {
         /// No line for this handshake within the wait.
         case missing
         /// A line that does not open the flight, a conflicting line, a flight that does not parse.
-        case invalid(String)
+        case invalid(Invalid)
     }
 
     private enum Phase {
@@ -57,7 +57,7 @@ final class KeyLogCheck {
     private var waitTimer: AnyObject?
     private var handshakeSecret: SecretBytes?
     private var trafficSecret: SecretBytes?
-    /// A second, different line for a secret already given: nothing it opens is trusted.
+    /// The label of a second, different line for a secret already given: nothing it opens is trusted.
     private var conflict: String?
     /// The client's bytes after its first ClientHello, read for a second one after a retry.
     private var clientReader: ClientFlightReader
@@ -138,8 +138,8 @@ final class KeyLogCheck {
     /// The real ServerHello passed (TLS 1.3): from here the server's records are held. Starts the
     /// wait for the client's line.
     func serverHello(_ hello: ServerHello) -> Progress {
-        guard case .hellos(var transcript, let retried) = phase else { return .invalid("a ServerHello out of order") }
-        if retried && transcript.count < 3 { return .invalid("the server answered before the client's second hello") }
+        guard case .hellos(var transcript, let retried) = phase else { return .invalid(.outOfOrder("a ServerHello out of order")) }
+        if retried && transcript.count < 3 { return .invalid(.outOfOrder("the server answered before the client's second hello")) }
         transcript.append(hello.raw)
         pastServerHello = true
         clientAfterHello = []
@@ -164,7 +164,7 @@ final class KeyLogCheck {
                 try flight.feed(bytes)
             } catch {
                 phase = .over
-                return .invalid("the server's encrypted flight: \(error)")
+                return .invalid(.unreadableFlight("\(error)"))
             }
             fed += bytes
             phase = .holding(flight, suite: suite, fed: fed)
@@ -181,7 +181,7 @@ final class KeyLogCheck {
         case .unopenable(let reason, let held):
             guard held + bytes.count <= 128 * 1024 else {
                 stop()
-                return .invalid("the server's flight is over 128 KiB")
+                return .invalid(.flightTooLarge)
             }
             phase = .unopenable(reason: reason, held: held + bytes.count)
             return .pending
@@ -207,10 +207,10 @@ final class KeyLogCheck {
     private func received(_ delivery: KeyLogDelivery) {
         switch delivery {
         case .conflict(let label):
-            conflict = "a second, different \(label) line for this handshake"
+            conflict = label
         case .secret(.serverHandshake(let secret)):
             if let known = handshakeSecret, !known.matches(secret) {
-                conflict = "a second, different SERVER_HANDSHAKE_TRAFFIC_SECRET line for this handshake"
+                conflict = "SERVER_HANDSHAKE_TRAFFIC_SECRET"
             } else {
                 handshakeSecret = secret
             }
@@ -229,12 +229,12 @@ final class KeyLogCheck {
     private func attempt() -> Progress {
         if case .unopenable(let reason, _) = phase, sawLine {
             stop()
-            return .invalid("the client wrote a key-log line, but \(reason)")
+            return .invalid(.unopenable(reason: reason))
         }
         guard case .holding(var flight, let suite, let fed) = phase else { return .pending }
         if let conflict {
             stop()
-            return .invalid(conflict)
+            return .invalid(.conflictingLine(label: conflict))
         }
         guard let secret = handshakeSecret else { return .pending }
         phase = .over
@@ -243,7 +243,7 @@ final class KeyLogCheck {
             opening = try flight.open(with: secret)
         } catch {
             stop()
-            return .invalid("the client's key-log line does not open the server's flight: \(error)")
+            return .invalid(.wrongSecret("\(error)"))
         }
         guard case .verified(let verified) = opening else {
             phase = .holding(flight, suite: suite, fed: fed)

@@ -18,7 +18,7 @@ final class StreamCheck {
     /// What the session logs as it happens: a would-refuse let through, the tunnel's TLS version.
     enum Note {
         case overlooked(StreamSummary.Overlooked)
-        case negotiated(version: String, clientOfferedTLS13: Bool)
+        case negotiated(version: TLSVersion, clientOfferedTLS13: Bool)
         /// A check saw a chain that fails an enforced rule, or a mirror flight that does not
         /// verify: an interception attempt (logged, and the host:port quarantined).
         case caught(InterceptionCatch, judged: StreamSummary.JudgedChain?)
@@ -230,10 +230,8 @@ final class StreamCheck {
         }
         // A HelloRetryRequest is TLS 1.3 (RFC 8446 §4.1.4), and the client needs it before it can
         // send its second hello: holding it would deadlock the handshake.
-        summary.negotiatedVersion = hello.version
-        if let version = summary.tlsVersion {
-            notify?(.negotiated(version: version, clientOfferedTLS13: client.offeredVersions.contains(0x0304)))
-        }
+        summary.negotiated = TLSVersion(wire: hello.version)
+        notify?(.negotiated(version: TLSVersion(wire: hello.version), clientOfferedTLS13: client.offeredVersions.contains(TLSVersion.tls13.wire)))
         guard hello.version >= 0x0304 || hello.isHelloRetryRequest else {
             checks.stop()  // TLS ≤ 1.2: the Certificate is read in clear
             phase = .tls12Certificate(Hellos(client: client, server: hello))
@@ -352,8 +350,8 @@ final class StreamCheck {
             } else {
                 answer = .done  // probe-only, as without a key log
             }
-        case .invalid(let detail):
-            answer = refuse(.keylogInvalid, detail, now)
+        case .invalid(let invalid):
+            answer = refuse(.keylogInvalid, invalid.detail, now)
         case .opened(let flight):
             if flight.chain.isEmpty {
                 if let refusal = resumeTLS13(hellos, keyLog, now) { return refusal }

@@ -1,7 +1,7 @@
 import PinPolicy
 
 /// Why the stream check closes a tunnel.
-enum StreamReason: Hashable, Sendable {
+public enum StreamReason: Hashable, Sendable {
     /// The client's first bytes are not a TLS ClientHello (a pinned tunnel carries only TLS).
     case notTLS
     /// The ClientHello names another host than the CONNECT, or one another enforced rule pins.
@@ -28,7 +28,13 @@ enum StreamReason: Hashable, Sendable {
     /// quarantine after a caught interception.
     case quarantined
 
-    var code: String {
+    /// Every reason, each pin-policy reason included once.
+    public static let all: [StreamReason] = [.notTLS, .sniMismatch, .unverifiedResumption, .malformedTLS, .keylogInvalid, .keylogMissing,
+                                             .mirrorInvalid, .mirrorLost, .quarantined]
+        + RefusalReason.allCases.map(StreamReason.policy)
+
+    /// The log line's `reason`.
+    public var code: String {
         switch self {
         case .notTLS: return "not_tls"
         case .sniMismatch: return "sni_mismatch"

@@ -28,23 +28,11 @@ struct StreamSummary {
     /// that could not be made. Nil when no mirror was meant to be (`mirror_checks: 0`).
     var unverifiedBecause: String?
     /// The protocol version of the tunnel's ServerHello (or HelloRetryRequest), once seen.
-    var negotiatedVersion: UInt16?
+    var negotiated: TLSVersion?
     var judged: JudgedChain?
     /// A would-refuse let through, for the warning line.
     var overlooked: Overlooked?
 
     /// How the tunnel was verified so far: `bypass` once anything was let through.
     var verification: Verification { overlooked != nil ? .bypass : verifiedBy }
-
-    /// The TLS version the tunnel negotiated (`TLSv1.2`), once seen.
-    var tlsVersion: String? {
-        guard let version = negotiatedVersion else { return nil }
-        switch version {
-        case 0x0304: return "TLSv1.3"
-        case 0x0303: return "TLSv1.2"
-        case 0x0302: return "TLSv1.1"
-        case 0x0301: return "TLSv1"
-        default: return String(format: "0x%04x", version)
-        }
-    }
 }

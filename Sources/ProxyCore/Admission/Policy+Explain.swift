@@ -1,0 +1,56 @@
+import PinPolicy
+
+extension Policy {
+    /// What happens to a CONNECT target, in words, for `pinproxy check --explain`: which rule applies
+    /// and why, and the pins it accepts. Decided by the proxy's own admission gate, for any client
+    /// (the explanation names no client, so `allow_clients` is not looked at).
+    public func explain(_ authority: Authority) -> [String] {
+        var lines = ["CONNECT \(authority)"]
+        switch AdmissionGate.admitFromAnyClient(authority, policy: self, kind: .connect) {
+        case .refused(let cause):
+            switch cause {
+            case .portNotAllowed:
+                lines.append("refused before any rule: port \(authority.port) is not in proxy.allowed_ports (\(proxy.allowedPorts.map(String.init).joined(separator: ", "))) → 403")
+            case .destinationDenied:
+                lines.append("refused before any rule: the address is in proxy.deny_destinations (\(proxy.denyDestinations)) → 403")
+            case .unpinnedDenied:
+                lines.append("no rule matches; defaults.unpinned is deny → refused with 403")
+            default:
+                lines.append("refused: \(cause.refusal.reason)")
+            }
+        case .unpinned(.noRule, _):
+            lines.append("no rule matches; defaults.unpinned is allow → tunnelled without any certificate check (logged as tunnel_unpinned)")
+        case .unpinned(_, let rule?):
+            lines.append("rule at line \(rule.line): '\(rule.name)' (mode: unpinned) → tunnelled without any certificate check")
+            lines += candidatesNote(authority, chosen: rule)
+        case .unpinned:
+            break
+        case .probe(let rule):
+            lines.append("rule at line \(rule.line): '\(rule.name)', mode: \(rule.mode.rawValue), trust: \(rule.trust)" + (rule.pinset.map { ", pinset: \($0)" } ?? ""))
+            lines += candidatesNote(authority, chosen: rule)
+            lines.append("the chain must validate under trust \(rule.trust) with the hostname check; then one of these pins must match:")
+            for entry in rule.pins {
+                lines.append("  \(entry.pin)  at: \(entry.position.rawValue)" + (entry.label.map { "  (\($0))" } ?? ""))
+            }
+            switch (rule.trust, rule.mode) {
+            case (.pinsOnly, _):
+                // Under pins-only a pinned certificate is the only anchor: no match means no valid
+                // chain, and an invalid chain is refused in every mode.
+                lines.append("no match → refused with 502 Certificate Invalid (chain_invalid: under trust pins-only a pinned certificate is the only anchor; in every mode)")
+            case (_, .report): lines.append("no match → tunnelled anyway and logged as would-refuse (mode: report)")
+            default: lines.append("no match → refused with 502 Certificate Pin Mismatch")
+            }
+            if let expires = rule.expires { lines.append("expires \(RFC3339.format(expires)); after that: on_expiry \(rule.onExpiry?.rawValue ?? "?")") }
+        }
+        if let debug, debug.covers(authority.target) {
+            lines.append("debug bypass covers this host until \(RFC3339.format(debug.until)) when pinproxy runs with --debug-bypass")
+        }
+        return lines
+    }
+
+    private func candidatesNote(_ authority: Authority, chosen: Rule) -> [String] {
+        let others = rules.filter { $0.applies(to: authority) && $0 != chosen }
+        guard !others.isEmpty else { return [] }
+        return ["also matching but less specific (never combined): " + others.map { "'\($0.name)' (line \($0.line))" }.joined(separator: ", ")]
+    }
+}
