@@ -9,9 +9,11 @@ import PinPolicy
 /// body of any size costs bounded memory. The connection to a server is kept for the next request
 /// to the same host and port.
 ///
-/// The session owns the client bufferevent; the forwarder routes its callbacks while it runs and
-/// tells the session, through `onEnd`, when the connection is over or must be answered with a refusal.
-/// Bound to its proxy's loop thread.
+/// What happens next is decided by an `ExchangeMachine`; this class is its I/O: it turns libevent
+/// callbacks into the machine's events and carries out the actions it answers, and ends each
+/// exchange in one place (`finish`). The session owns the client bufferevent; the forwarder routes
+/// its callbacks while it runs and tells the session, through `onEnd`, when the connection is over
+/// or must be answered with a refusal. Bound to its proxy's loop thread.
 final class PlainForwarder {
     enum End {
         /// The client is done (or the connection broke): release it.
@@ -29,61 +31,19 @@ final class PlainForwarder {
     static let serverReadAhead = 64 * 1024
     /// How often a request in flight asks the client's socket whether the client is still there.
     static let hangUpCheckInterval = 0.5
-    /// The largest response head pinproxy reads from a server.
-    static let maxResponseHead = 64 * 1024
 
-    private struct Server {
-        let side: BufferEvent
-        let authority: Authority
-        let address: SocketAddress
-        /// The parent proxy it goes through (nil: the server itself).
-        let parent: UpstreamProxy?
+    /// What the machine waits on while it resolves or connects; cancelled when it stops waiting,
+    /// so nothing calls back into a forwarder that has moved on.
+    private enum Pending {
+        case lookup(ResolveRequest, deadline: Timer)
+        case connect(Connector)
 
-        /// Whether this policy still allows the connection: a reload may have denied its address or
-        /// changed the parent since it was opened.
-        func isAllowed(under policy: Policy) -> Bool {
-            guard parent == policy.proxy.upstreamProxy else { return false }
-            return parent != nil || !policy.proxy.denyDestinations.containsAnyForm(of: address.ip)
+        func cancel() {
+            switch self {
+            case .lookup(let request, _): request.cancel()
+            case .connect(let connector): connector.cancel()
+            }
         }
-
-        /// Whether the next request to `authority` may use it: allowed, and idle — bytes the server
-        /// sent after its last response would be read as the next answer.
-        func fits(_ authority: Authority, under policy: Policy) -> Bool {
-            authority == self.authority && evbuffer_get_length(side.input) == 0 && isAllowed(under: policy)
-        }
-    }
-
-    /// One request and its response in flight.
-    private struct Exchange {
-        let request: PlainRequest
-        let address: SocketAddress
-        let startedAt = ContinuousClock.now
-        var requestBody: BodyMeter
-        var responseBody: BodyMeter?
-        var status = 0
-        /// 1xx responses seen before the final one (bounded: a server cannot send them forever).
-        var interim = 0
-        var bytesUp = 0
-        var bytesDown = 0
-        /// The client connection ends after this exchange.
-        var closeClient: Bool
-        /// The server connection can carry the next request.
-        var serverReusable = true
-        /// Sent on a connection kept from an earlier exchange (which the server may have closed meanwhile).
-        let reused: Bool
-        /// A chunked response to an HTTP/1.0 client: passed on without its chunk framing, the end
-        /// of the body marked by closing the connection (RFC 9112 §6.1).
-        var dechunk = false
-    }
-
-    private enum Stage {
-        case awaitingHead
-        case resolving(PlainRequest, ResolveRequest, deadline: Timer)
-        case connecting(PlainRequest, Connector)
-        case exchanging(Exchange)
-        /// Flushing what the client is still owed, then the end.
-        case closing
-        case over
     }
 
     private let worker: Worker
@@ -91,35 +51,17 @@ final class PlainForwarder {
     private let clientAddress: SocketAddress
     private let client: BufferEvent
     private let onEnd: (End) -> Void
-    private var stage = Stage.awaitingHead {
-        didSet {
-            watchClient()
-            noteSilence(was: oldValue)
-        }
-    }
-
-    /// A kept connection waiting for its next request is as silent as a new one that has not
-    /// spoken: it goes back into the worker's book of silent connections (which may close it in a
-    /// flood, the idlest first) until its next head arrives.
-    private func noteSilence(was old: Stage) {
-        var waitedBefore = false
-        if case .awaitingHead = old { waitedBefore = true }
-        if isBetweenRequests && !waitedBefore {
-            worker.silentAgain(conn, client: clientAddress)
-        } else if !isBetweenRequests && waitedBefore {
-            worker.spoke(conn)
-        }
-    }
+    private var machine: ExchangeMachine
+    private var pending: Pending?
+    /// The socket of `machine.server`: held exactly while the machine has a server.
+    private var serverSide: BufferEvent?
     /// While a request is in flight the forwarder does not read the client (what it sends next
     /// waits its turn), so a client that leaves would go unnoticed until the server answers or
     /// `idle_timeout`: this repeating check asks its socket instead (`clientHasLeft`).
     private var hangUpCheck: Timer?
-    private var server: Server?
     /// `header_timeout` for the next request on a kept-alive connection: a client that trickles a
     /// head byte by byte is closed as the first request's would be.
     private var headTimer: Timer?
-    /// 1xx responses forwarded before a final one, at most.
-    static let maxInterimResponses = 8
 
     init(worker: Worker, conn: Int, client clientAddress: SocketAddress, side: BufferEvent, onEnd: @escaping (End) -> Void) {
         self.worker = worker
@@ -127,159 +69,183 @@ final class PlainForwarder {
         self.clientAddress = clientAddress
         self.client = side
         self.onEnd = onEnd
-        let idle = worker.snapshot.policy.proxy.idleTimeout
-        var timeout = timeval(tv_sec: Int(idle), tv_usec: Int((idle - idle.rounded(.down)) * 1_000_000))
+        machine = ExchangeMachine(client: clientAddress.ip) { [worker] in worker.isOwnAddress($0) }
+        var timeout = Self.timeval(worker.snapshot.policy.proxy.idleTimeout)
         bufferevent_set_timeouts(side.ref, &timeout, &timeout)
         // Enough for the largest head `max_request_bytes` allows; a body waits in at most this much.
         side.setWatermark(EV_READ, low: 0, high: max(64 * 1024, worker.snapshot.policy.proxy.maxRequestBytes + 1024))
         side.setWatermark(EV_WRITE, low: Self.highWater / 4, high: 0)
-        Self.widen(side)
+        BodyMover.widen(side)
         side.route(to: self, read: plainClientReadCB, write: plainClientWriteCB, event: plainClientEventCB)
         side.enable(EV_READ | EV_WRITE)
     }
 
     /// Waiting for the next request on a kept-alive connection, with nothing in flight.
-    var isBetweenRequests: Bool {
-        if case .awaitingHead = stage { return true }
-        return false
-    }
-
-    /// libevent reads and writes at most 16 KiB per callback by default: a GiB body would take
-    /// 65,536 turns of the loop each way. 64 KiB (within the 256 KiB bound) cuts that fourfold.
-    private static func widen(_ side: BufferEvent) {
-        bufferevent_set_max_single_read(side.ref, 64 * 1024)
-        bufferevent_set_max_single_write(side.ref, 64 * 1024)
-    }
+    var isBetweenRequests: Bool { machine.isBetweenRequests }
 
     /// Stops without calling back: the session is leaving this stage. Hands the client side back untouched.
     func cancel() {
-        if case .exchanging(let exchange) = stage { log(exchange, outcome: "shutdown") }  // only a shutdown leaves mid-exchange
-        cancelPending()
-        stage = .over
-        server = nil
+        step { $0.cancel() }
         bufferevent_set_timeouts(client.ref, nil, nil)
         client.setWatermark(EV_WRITE, low: 0, high: 0)
     }
 
-    /// Cancels what the stage waits for (a lookup, a connect, the next head): nothing may call back
-    /// into a forwarder that has ended.
-    private func cancelPending() {
-        switch stage {
-        case .resolving(_, let request, _): request.cancel()
-        case .connecting(_, let connector): connector.cancel()
-        default: break
-        }
-        headTimer = nil
-    }
-
-    /// A reload: an exchange in flight, or a kept server connection, that the new policy would not
-    /// allow ends now (a host just pinned is not fetched in cleartext to the end of a long transfer).
+    /// A reload: an exchange or a kept server connection the new policy would not allow ends now.
     func policyChanged(to policy: Policy) {
-        guard let server else { return }
-        let refusal = AdmissionGate.admit(server.authority, client: clientAddress.ip, policy: policy, kind: .plain).refusal
-            ?? (server.isAllowed(under: policy) ? nil : .policy(.destinationProhibited, detail: "a reload denied \(server.address.ip)"))
-        guard let refusal else { return }
-        if case .exchanging(let exchange) = stage { return abort(exchange, outcome: "policy_reload", refusal: refusal) }
-        self.server = nil
+        step { $0.policyChanged(to: policy) }
     }
 
-    // MARK: requests
-
-    /// A request head arrived: admit it, then reach its server (or reuse the kept connection).
-    func handle(_ request: PlainRequest) {
-        let policy = worker.snapshot.policy
-        if let refusal = AdmissionGate.admit(request.authority, client: clientAddress.ip, policy: policy, kind: .plain).refusal {
-            return refuse(refusal, request)
-        }
-        if case .failure(let problem) = request.upstreamHead(viaParent: policy.proxy.upstreamProxy) { return refuse(problem.refusal, request) }
-        if let server, server.fits(request.authority, under: policy) {
-            return begin(request, on: server, reused: true)
-        }
-        reach(request, policy: policy)
+    /// A request head, read by the session (the first) or by the forwarder (those kept alive after it).
+    func received(_ head: [UInt8]) {
+        let keptServerIdle = serverSide.map { evbuffer_get_length($0.input) == 0 } ?? false
+        step { $0.headRead(head, policy: worker.snapshot.policy, keptServerIdle: keptServerIdle, at: .now) }
     }
 
-    /// Resolves (or asks the parent) and connects: a fresh server connection for this request.
-    private func reach(_ request: PlainRequest, policy: Policy) {
-        server = nil
-        if let parent = policy.proxy.upstreamProxy {
-            // The parent resolves the name (deny_destinations applies to IP-literal targets only, as for CONNECT).
-            return connect(request, to: [parent.address])
-        }
-        switch request.authority.target {
-        case .ip(let ip):
-            addressesKnown(request, [ip])
-        case .name(let name):
-            if let mapped = policy.resolve[name] { return addressesKnown(request, mapped) }
-            let settings = policy.proxy
-            let deadline = Timer(loop: worker.loop, after: settings.dnsTimeout) { [weak self] in
-                guard let self else { return }
-                withExtendedLifetime(self) { refuse(.dnsTimeout, request) }
+    // MARK: the machine
+
+    /// Feeds the machine one event, brings what the forwarder holds in line with its new stage,
+    /// then carries out its action.
+    private func step(_ event: (inout ExchangeMachine) -> ExchangeMachine.Action) {
+        let waited = machine.isBetweenRequests
+        let action = event(&machine)
+        follow(waited: waited)
+        perform(action)
+    }
+
+    /// The server socket, the lookup or connect under way, the timers and the worker's book of
+    /// silent connections follow the machine's stage.
+    private func follow(waited: Bool) {
+        if machine.server == nil { serverSide = nil }
+        switch machine.state {
+        case .resolving, .connecting: break
+        default:
+            if let waiting = pending {
+                pending = nil
+                waiting.cancel()
             }
-            // The answer may come inside `resolve` (a cached or failed lookup), before the stage is set.
-            let lookup = worker.resolver.resolve(name) { [weak self] result in
-                guard let self else { return }
-                withExtendedLifetime(self) {
-                    if case .over = stage { return }
-                    switch result {
-                    case .success(let addresses): addressesKnown(request, addresses)
-                    case .failure(let failure): refuse(.dnsError(failure.detail(resolving: name)), request)
-                    }
-                }
+        }
+        if !machine.isBetweenRequests { headTimer = nil }
+        if !machine.hasRequestInFlight {
+            hangUpCheck = nil
+        } else if hangUpCheck == nil {
+            hangUpCheck = Timer(loop: worker.loop, after: Self.hangUpCheckInterval, repeating: true) { [weak self] in
+                guard let self, let end = clientHasLeft(fd: client.fd) else { return }
+                withExtendedLifetime(self) { step { $0.clientLeft(end) } }
             }
-            if case .awaitingHead = stage { stage = .resolving(request, lookup, deadline: deadline) }
+        }
+        // A kept connection waiting for its next request is as silent as a new one that has not
+        // spoken: it goes back into the worker's book of silent connections (which may close it in
+        // a flood, the idlest first) until its next head arrives.
+        if machine.isBetweenRequests && !waited {
+            worker.silentAgain(conn, client: clientAddress)
+        } else if !machine.isBetweenRequests && waited {
+            worker.spoke(conn)
         }
     }
 
-    private func addressesKnown(_ request: PlainRequest, _ all: [IPAddress]) {
-        let filter = DestinationFilter(deny: worker.snapshot.policy.proxy.denyDestinations) { [worker] in worker.isOwnAddress($0) }
-        switch filter.filter(all, for: request.authority) {
-        case .reach(let allowed): connect(request, to: allowed.map { SocketAddress(ip: $0, port: request.authority.port) })
-        case .refused(let cause): refuse(cause.refusal, request)
+    private func perform(_ action: ExchangeMachine.Action) {
+        switch action {
+        case .none:
+            break
+        case .refuse(let refusal, let request):
+            worker.log(.refused(refusal, request), conn: conn, client: clientAddress)
+            onEnd(.refused(refusal))
+        case .lookUp(let name):
+            client.disable(EV_READ)  // the body is read once the server is reached
+            lookUp(name)
+        case .connect(let addresses, let perAddress, let total):
+            client.disable(EV_READ)
+            connect(addresses, perAddress: perAddress, total: total)
+        case .send(let head):
+            send(head)
+        case .pauseClient:
+            client.disable(EV_READ)
+        case .pauseServer:
+            serverSide?.disable(EV_READ)
+        case .interim(let bytes):
+            if let bytes { evbuffer_add(client.output, bytes, bytes.count) }
+        case .responseHead(let bytes):
+            evbuffer_add(client.output, bytes, bytes.count)
+        case .finish(let outcome, let exchange, let after):
+            finish(outcome, exchange, then: after)
+        case .close:
+            closeClient()
+        case .release:
+            onEnd(.finished)
         }
     }
 
-    private func connect(_ request: PlainRequest, to addresses: [SocketAddress]) {
-        let settings = worker.snapshot.policy.proxy
-        let total = addresses.count == 1 ? settings.connectTimeout : settings.connectTotalTimeout
-        stage = .awaitingHead
-        let connector = Connector(loop: worker.loop, addresses: addresses, perAddress: settings.connectTimeout, total: total) { [weak self] outcome in
+    /// The one end of an exchange: counted and logged once, from its outcome (with the refusal's
+    /// line when the client is answered with one), then what the machine said comes after.
+    private func finish(_ outcome: PlainOutcome, _ exchange: PlainExchange, then after: ExchangeMachine.After) {
+        var answered: Refusal?
+        if case .answer(let refusal) = after { answered = refusal }
+        worker.log(.exchange(exchange, outcome, answered: answered), conn: conn, client: clientAddress)
+        switch after {
+        case .answer(let refusal): onEnd(.refused(refusal))
+        case .close: closeClient()
+        case .release: onEnd(.finished)
+        case .awaitHead: awaitNextHead()
+        case .handBack: break
+        }
+    }
+
+    // MARK: reaching the server
+
+    private func lookUp(_ name: String) {
+        let deadline = Timer(loop: worker.loop, after: worker.snapshot.policy.proxy.dnsTimeout) { [weak self] in
             guard let self else { return }
-            withExtendedLifetime(self) { connected(request, outcome) }
+            withExtendedLifetime(self) { step { $0.lookupTimedOut() } }
         }
-        if case .awaitingHead = stage { stage = .connecting(request, connector) }
+        // The answer may come inside `resolve` (a cached or failed lookup), before `pending` is set.
+        let lookup = worker.resolver.resolve(name) { [weak self] result in
+            guard let self else { return }
+            withExtendedLifetime(self) {
+                let answered = pending  // done: let go without cancelling, once this callback returns
+                pending = nil
+                withExtendedLifetime(answered) { step { $0.resolved(result, policy: worker.snapshot.policy) } }
+            }
+        }
+        if case .resolving = machine.state, pending == nil { pending = .lookup(lookup, deadline: deadline) }
     }
 
-    private func connected(_ request: PlainRequest, _ outcome: Connector.Outcome) {
+    private func connect(_ addresses: [SocketAddress], perAddress: Double, total: Double) {
+        let connector = Connector(loop: worker.loop, addresses: addresses, perAddress: perAddress, total: total) { [weak self] outcome in
+            guard let self else { return }
+            withExtendedLifetime(self) {
+                let answered = pending
+                pending = nil
+                withExtendedLifetime(answered) { connected(outcome) }
+            }
+        }
+        if case .connecting = machine.state, pending == nil { pending = .connect(connector) }
+    }
+
+    private func connected(_ outcome: Connector.Outcome) {
         switch outcome {
         case .failed(let refusal):
-            refuse(refusal, request)
+            step { $0.connectFailed(refusal) }
         case .connected(let fd, let address):
-            guard let side = BufferEvent(loop: worker.loop, socket: fd) else { return refuse(.internalError("bufferevent_socket_new failed"), request) }
+            guard let side = BufferEvent(loop: worker.loop, socket: fd) else {
+                return step { $0.connectFailed(.internalError("bufferevent_socket_new failed")) }
+            }
             setNoDelay(fd)
-            let server = Server(side: side, authority: request.authority, address: address, parent: worker.snapshot.policy.proxy.upstreamProxy)
-            self.server = server
-            begin(request, on: server, reused: false)
+            serverSide = side
+            step { $0.connected(to: address, policy: worker.snapshot.policy, at: .now) }
         }
     }
 
-    private func begin(_ request: PlainRequest, on server: Server, reused: Bool) {
-        let settings = worker.snapshot.policy.proxy
-        let head: [UInt8]
-        switch request.upstreamHead(viaParent: settings.upstreamProxy) {
-        case .success(let upstream): head = upstream.bytes
-        case .failure(let problem): return refuse(problem.refusal, request)  // a reload set a parent with credentials meanwhile
-        }
-        evbuffer_add(server.side.output, head, head.count)
-        let idle = settings.idleTimeout
-        var timeout = timeval(tv_sec: Int(idle), tv_usec: Int((idle - idle.rounded(.down)) * 1_000_000))
-        bufferevent_set_timeouts(server.side.ref, &timeout, &timeout)
-        server.side.setWatermark(EV_READ, low: 0, high: Self.serverReadAhead)
-        server.side.setWatermark(EV_WRITE, low: Self.highWater / 4, high: 0)
-        Self.widen(server.side)
-        server.side.route(to: self, read: plainServerReadCB, write: plainServerWriteCB, event: plainServerEventCB)
-        server.side.enable(EV_READ | EV_WRITE)
-        stage = .exchanging(Exchange(request: request, address: server.address, requestBody: BodyMeter(request.body),
-                                     closeClient: request.clientCloses, reused: reused))
+    /// Sends the request head on the server connection (fresh or kept), then the body as it comes.
+    private func send(_ head: [UInt8]) {
+        guard let server = serverSide else { preconditionFailure("a request to send without a server connection") }
+        evbuffer_add(server.output, head, head.count)
+        var timeout = Self.timeval(worker.snapshot.policy.proxy.idleTimeout)
+        bufferevent_set_timeouts(server.ref, &timeout, &timeout)
+        server.setWatermark(EV_READ, low: 0, high: Self.serverReadAhead)
+        server.setWatermark(EV_WRITE, low: Self.highWater / 4, high: 0)
+        BodyMover.widen(server)
+        server.route(to: self, read: plainServerReadCB, write: plainServerWriteCB, event: plainServerEventCB)
+        server.enable(EV_READ | EV_WRITE)
         client.enable(EV_READ)
         pumpRequest()
     }
@@ -288,238 +254,65 @@ final class PlainForwarder {
 
     /// Moves the request body from the client to the server, up to the high-water mark.
     private func pumpRequest() {
-        guard case .exchanging(var exchange) = stage, let server else { return }
-        defer { if case .exchanging = stage { stage = .exchanging(exchange) } }
-        switch move(from: client, to: server.side, meter: &exchange.requestBody, count: &exchange.bytesUp) {
-        case .moved:
-            if exchange.requestBody.isDone { client.disable(EV_READ) }  // a pipelined request waits for its turn
-        case .blocked:
-            client.disable(EV_READ)
-        case .malformed(let why):
-            stage = .exchanging(exchange)
-            return abort(exchange, outcome: "bad_request_body", refusal: .badRequest("the request body: \(why)"))
-        }
+        guard case .exchanging(let exchange) = machine.state, let server = serverSide else { return }
+        var meter = exchange.requestBody
+        let (moved, bytes) = BodyMover.move(from: client, to: server, meter: &meter, highWater: Self.highWater)
+        step { $0.requestBodyMoved(meter, bytes: bytes, moved) }
     }
 
-    /// Reads the response head, then moves the body to the client, up to the high-water mark.
+    /// Reads the response heads (1xx ones, then the final one), then moves the body to the client,
+    /// up to the high-water mark.
     private func pumpResponse() {
-        guard case .exchanging(var exchange) = stage, let server else { return }
-        let input = server.side.input
-        while exchange.responseBody == nil {
+        while case .exchanging(let exchange) = machine.state, !exchange.responseStarted, let server = serverSide {
+            let input = server.input
             let available = evbuffer_get_length(input)
-            let window = min(available, Self.maxResponseHead + 4)
-            guard available > 0, let bytes = evbuffer_pullup(input, window) else { break }
+            let window = min(available, ExchangeMachine.maxResponseHead + 4)
+            guard available > 0, let bytes = evbuffer_pullup(input, window) else { return }
             guard let length = ConnectRequest.headLength(in: UnsafeRawBufferPointer(start: bytes, count: window)) else {
                 // `>=`: the server is read at most `serverReadAhead` (64 KiB) ahead, so a longer head never arrives whole.
-                if available >= Self.maxResponseHead { return abort(exchange, outcome: "bad_response", refusal: .network(.badUpstreamResponse, "the response head is over \(Self.maxResponseHead) bytes")) }
-                stage = .exchanging(exchange)
+                if available >= ExchangeMachine.maxResponseHead { step { $0.responseHeadTooLong() } }
                 return
             }
             let raw = Array(UnsafeBufferPointer(start: bytes, count: length))
             evbuffer_drain(input, length)
-            guard case .success(var head) = HTTPHead.parse(raw), head.start.0 == "HTTP/1.1" || head.start.0 == "HTTP/1.0",
-                  let status = head.statusCode, (100...599).contains(status), status != 101 else {
-                return abort(exchange, outcome: "bad_response", refusal: .network(.badUpstreamResponse, "the server's answer is not an HTTP/1.x response pinproxy forwards"))
+            step { $0.responseHead(raw, stopping: worker.stopping) }
+            // After a 1xx response: read the next no faster than the client takes them.
+            if case .exchanging(let now) = machine.state, !now.responseStarted, evbuffer_get_length(client.output) >= Self.highWater {
+                server.disable(EV_READ)
+                return
             }
-            let body: BodyLength
-            switch head.bodyLength(isResponse: true, requestMethod: exchange.request.method) {
-            case .success(let b): body = b
-            case .failure(let why): return abort(exchange, outcome: "bad_response", refusal: .network(.badUpstreamResponse, "the response: \(why)"))
-            }
-            let serverCloses = head.tokens("Connection").contains("close") || head.start.0 == "HTTP/1.0" && !head.tokens("Connection").contains("keep-alive")
-            head.removeHopByHop()
-            head.fields.append(("Via", "\(head.start.0 == "HTTP/1.0" ? "1.0" : "1.1") pinproxy"))
-            let tooManyFields: Refusal = .network(.badUpstreamResponse, "the response head would go on with more than \(ConnectRequest.maxHeaders) fields, Via and Connection included")
-            if (100..<200).contains(status) {
-                // 100 Continue and friends: passed on (not to an HTTP/1.0 client, RFC 9110 §15.2);
-                // the final response follows. Bounded in number, and read no faster than the client takes them.
-                exchange.interim += 1
-                guard exchange.interim <= Self.maxInterimResponses else {
-                    return abort(exchange, outcome: "bad_response", refusal: .network(.badUpstreamResponse, "the server sent more than \(Self.maxInterimResponses) interim (1xx) responses"))
-                }
-                if exchange.request.head.start.2 == "HTTP/1.1" {
-                    guard let bytes = clientHead(head, exchange) else { return abort(exchange, outcome: "bad_response", refusal: tooManyFields) }
-                    evbuffer_add(client.output, bytes, bytes.count)
-                }
-                if evbuffer_get_length(client.output) >= Self.highWater {
-                    server.side.disable(EV_READ)
-                    stage = .exchanging(exchange)
-                    return
-                }
-                continue
-            }
-            let clientSpeaks10 = exchange.request.head.start.2 == "HTTP/1.0"
-            if clientSpeaks10 && !head.tokens("Transfer-Encoding").isEmpty {
-                // HTTP/1.0 has no transfer codings: chunked is undone here, any other cannot be.
-                switch body {
-                case .none: break  // HEAD, 204, 304: only the field goes
-                case .chunked where head.tokens("Transfer-Encoding") == ["chunked"]: exchange.dechunk = true
-                default:
-                    return abort(exchange, outcome: "bad_response", refusal: .network(.badUpstreamResponse, "the response has a transfer coding other than chunked, which an HTTP/1.0 client cannot read"))
-                }
-                head.fields.removeAll { $0.name.caseInsensitiveCompare("Transfer-Encoding") == .orderedSame }
-            }
-            // A shutdown under way: this is the connection's last exchange.
-            if body == .untilClose || exchange.dechunk || worker.stopping { exchange.closeClient = true }
-            if serverCloses || body == .untilClose { exchange.serverReusable = false }
-            head.fields.append(("Connection", exchange.closeClient ? "close" : "keep-alive"))
-            guard let out = clientHead(head, exchange) else { return abort(exchange, outcome: "bad_response", refusal: tooManyFields) }
-            evbuffer_add(client.output, out, out.count)
-            exchange.status = status
-            exchange.responseBody = BodyMeter(body)
         }
-        guard exchange.responseBody != nil else { stage = .exchanging(exchange); return }
-        switch move(from: server.side, to: client, meter: &exchange.responseBody!, dechunk: exchange.dechunk, count: &exchange.bytesDown) {
-        case .moved: break
-        case .blocked: server.side.disable(EV_READ)
-        case .malformed(let why):
-            return abort(exchange, outcome: "bad_response", refusal: .network(.badUpstreamResponse, "the response body: \(why)"))
-        }
-        stage = .exchanging(exchange)
-        if exchange.responseBody!.isDone { finishExchange(exchange) }
+        guard case .exchanging(let exchange) = machine.state, case .body(_, var meter, let dechunk) = exchange.response,
+              let server = serverSide else { return }
+        let (moved, bytes) = BodyMover.move(from: server, to: client, meter: &meter, dechunk: dechunk, highWater: Self.highWater)
+        let serverIdle = evbuffer_get_length(server.input) == 0
+        step { $0.responseBodyMoved(meter, bytes: bytes, moved, serverIdle: serverIdle, stopping: worker.stopping) }
     }
 
-    /// Copies the first `count` bytes of `input` onto the end of `output`, then drains them. A copy,
-    /// not `evbuffer_remove_buffer`'s move of whole chains: libevent 2.1 reads 4 KiB at a time,
-    /// each read in its own 8 KiB allocation (as the relay found), and moved as they were, those
-    /// half-empty chains queued toward a side that does not read held about twice `highWater` (511–523 KiB per stalled exchange, issue 16).
-    /// Copied, the output's chains are packed full.
-    private static func copy(from input: OpaquePointer, to output: OpaquePointer, count: Int) {
-        withUnsafeTemporaryAllocation(of: iovec.self, capacity: 8) { vecs in  // evbuffer_iovec is a #define for iovec
-            var left = count
-            while left > 0 {
-                let segments = min(Int(evbuffer_peek(input, left, nil, vecs.baseAddress, 8)), 8)
-                var copied = 0
-                for vec in vecs.prefix(segments) where copied < left {
-                    let take = min(vec.iov_len, left - copied)
-                    evbuffer_add(output, vec.iov_base, take)
-                    copied += take
-                }
-                guard copied > 0 else { return }
-                evbuffer_drain(input, copied)
-                left -= copied
-            }
-        }
+    // MARK: the client's side
+
+    /// Flushes the client's output, then ends.
+    private func closeClient() {
+        client.disable(EV_READ)
+        if evbuffer_get_length(client.output) == 0 { step { $0.clientDrained() } }
     }
 
-    /// A response head as the client gets it (in the client's HTTP version), or nil when it would
-    /// have more fields than pinproxy reads: the limit holds for what pinproxy writes, as for requests.
-    private func clientHead(_ head: HTTPHead, _ exchange: Exchange) -> [UInt8]? {
-        guard head.fields.count <= ConnectRequest.maxHeaders else { return nil }
-        return HTTPHead(start: (exchange.request.head.start.2, head.start.1, head.start.2), fields: head.fields).bytes
-    }
-
-    private enum Moved { case moved, blocked, malformed(String) }
-
-    /// Moves what belongs to the body from one side's input to the other's output until the input
-    /// is empty, the body ends, or the output holds `highWater` bytes (a move never goes past it).
-    /// Data is copied without being looked at (`copy`); framing (chunk-size lines, trailers) is
-    /// read through the meter a little at a time and passed on — or dropped, `dechunk`.
-    private func move(from source: BufferEvent, to sink: BufferEvent, meter: inout BodyMeter, dechunk: Bool = false, count: inout Int) -> Moved {
-        let input = source.input
-        // Each round takes at least one byte or returns: bounded by what the input holds.
-        var rounds = evbuffer_get_length(input) + 1
-        while !meter.isDone && rounds > 0 {
-            rounds -= 1
-            let room = Self.highWater - evbuffer_get_length(sink.output)
-            guard room > 0 else { return .blocked }
-            let available = evbuffer_get_length(input)
-            guard available > 0 else { return .moved }
-            let slice = min(available, room)
-            if let data = meter.plainBytesAhead {
-                let taken = min(data, slice)
-                meter.consume(count: taken)
-                Self.copy(from: input, to: sink.output, count: taken)
-                count += taken
-            } else if meter.state == .untilClose {
-                Self.copy(from: input, to: sink.output, count: slice)
-                count += slice
-            } else {
-                let window = min(slice, 4096)
-                guard let bytes = evbuffer_pullup(input, window) else { return .moved }
-                switch meter.consume(UnsafeRawBufferPointer(start: bytes, count: window), stopAtData: true) {
-                case .consumed(let n) where dechunk:
-                    evbuffer_drain(input, n)
-                case .consumed(let n):
-                    Self.copy(from: input, to: sink.output, count: n)
-                    count += n
-                case .malformed(let why):
-                    return .malformed(why)
-                }
-            }
-        }
-        return .moved
-    }
-
-    /// Both bodies are through: log it, then wait for the next request or close.
-    private func finishExchange(_ exchange: Exchange) {
-        // A response that ended before its request body did leaves the connection out of step.
-        var exchange = exchange
-        if !exchange.requestBody.isDone {
-            exchange.closeClient = true
-            exchange.serverReusable = false
-        }
-        log(exchange, outcome: "complete")
-        if let server, evbuffer_get_length(server.side.input) > 0 { exchange.serverReusable = false }  // unsolicited bytes
-        if !exchange.serverReusable { server = nil }
-        if exchange.closeClient || worker.stopping { return close() }
-        stage = .awaitingHead
+    /// Waits for the next request on this connection, within `header_timeout`.
+    private func awaitNextHead() {
+        guard machine.isBetweenRequests else { return }  // a flood of silent connections may have closed this one meanwhile
         headTimer = Timer(loop: worker.loop, after: worker.snapshot.policy.proxy.headerTimeout) { [weak self] in
-            guard let self, case .awaitingHead = stage else { return }
-            withExtendedLifetime(self) { close() }
+            guard let self, machine.isBetweenRequests else { return }
+            withExtendedLifetime(self) { step { $0.headTimedOut() } }
         }
         client.enable(EV_READ)
         onClientReadable()  // a pipelined request may already wait
     }
 
-    /// The exchange cannot go on. Before the response head the client is answered with the refusal;
-    /// after it, the connection closes once what it is owed is flushed (it sees a cut body).
-    private func abort(_ exchange: Exchange, outcome: String, refusal: Refusal? = nil) {
-        server = nil
-        if exchange.responseBody == nil, let refusal {
-            log(exchange, outcome: outcome)
-            stage = .over
-            worker.logger.emit(rejectedLine(refusal, exchange.request))
-            worker.tally.withLock { $0.counters.rejected += 1 }
-            return onEnd(.refused(refusal))
-        }
-        log(exchange, outcome: outcome)
-        close()
-    }
-
-    /// Flushes the client's output, then ends.
-    private func close() {
-        server = nil
-        stage = .closing
-        client.disable(EV_READ)
-        if evbuffer_get_length(client.output) == 0 { end() }
-    }
-
-    private func end() {
-        if case .over = stage { return }
-        stage = .over
-        onEnd(.finished)
-    }
-
-    /// A refusal of this request: logged, then the session answers it and closes.
-    private func refuse(_ refusal: Refusal, _ request: PlainRequest) {
-        if case .over = stage { return }
-        cancelPending()
-        stage = .over
-        server = nil
-        worker.logger.emit(rejectedLine(refusal, request))
-        worker.tally.withLock { $0.counters.rejected += 1 }
-        onEnd(.refused(refusal))
-    }
-
     // MARK: events
 
     fileprivate func onClientReadable() {
-        switch stage {
-        case .exchanging: return pumpRequest()
-        case .awaitingHead: break
-        default: return
-        }
+        if machine.isExchanging { return pumpRequest() }
+        guard machine.isBetweenRequests else { return }
         let input = client.input
         let available = evbuffer_get_length(input)
         guard available > 0 else { return }
@@ -527,193 +320,57 @@ final class PlainForwarder {
         let window = min(available, limit + 4)
         guard let bytes = evbuffer_pullup(input, window) else { return }
         guard let headLength = ConnectRequest.headLength(in: UnsafeRawBufferPointer(start: bytes, count: window)) else {
-            if available > limit { rejectHead(.tooLarge("the request head is over max_request_bytes (\(limit) bytes)")) }
+            if available > limit { step { $0.headRejected(.tooLarge("the request head is over max_request_bytes (\(limit) bytes)")) } }
             return
         }
-        guard headLength <= limit else { return rejectHead(.tooLarge("the request head is \(headLength) bytes, over max_request_bytes (\(limit))")) }
+        guard headLength <= limit else {
+            return step { $0.headRejected(.tooLarge("the request head is \(headLength) bytes, over max_request_bytes (\(limit))")) }
+        }
         let head = Array(UnsafeBufferPointer(start: bytes, count: headLength))
         evbuffer_drain(input, headLength)
         received(head)
     }
 
-    /// A request head, read by the session (the first) or by the forwarder (those kept alive after it).
-    func received(_ head: [UInt8]) {
-        headTimer = nil
-        switch PlainRequest.parse(head: head) {
-        case .success(let request):
-            if worker.snapshot.policy.proxy.plainHTTP == .refuse { return refuse(AdmissionCause.plainHTTPRefused.refusal, request) }
-            client.disable(EV_READ)  // the body is read once the server is reached
-            handle(request)
-        case .failure(let problem):
-            rejectHead(problem.refusal)
-        }
-    }
-
-    private func rejectHead(_ refusal: Refusal) {
-        stage = .over
-        server = nil
-        worker.logger.emit(PlainLog.rejected(refusal, conn: conn, client: clientAddress, request: nil))
-        worker.tally.withLock { $0.counters.rejected += 1 }
-        onEnd(.refused(refusal))
-    }
-
     fileprivate func onClientWritable() {
-        switch stage {
-        case .exchanging:
-            server?.side.enable(EV_READ)
+        if machine.isExchanging {
+            serverSide?.enable(EV_READ)
             pumpResponse()
-        case .closing:
-            if evbuffer_get_length(client.output) == 0 { end() }
-        default:
-            break
+        } else if machine.isClosing, evbuffer_get_length(client.output) == 0 {
+            step { $0.clientDrained() }
         }
     }
 
     fileprivate func onClientEvent(_ what: Int16) {
-        clientLeft(what & Int16(BEV_EVENT_TIMEOUT) != 0 ? "idle_timeout" : what & Int16(BEV_EVENT_EOF) != 0 ? "client_closed" : "client_error")
-    }
-
-    /// The client is gone (or timed out): whatever is in flight ends, and everything is let go.
-    private func clientLeft(_ outcome: String) {
-        if case .exchanging(let exchange) = stage { log(exchange, outcome: outcome) }
-        cancelPending()  // a lookup or connect under way must not call back into a forwarder that is gone
-        server = nil
-        stage = .over
-        onEnd(.finished)
-    }
-
-    /// Starts the hang-up check when a request is in flight, and stops it when none is.
-    private func watchClient() {
-        switch stage {
-        case .resolving, .connecting, .exchanging:
-            guard hangUpCheck == nil else { return }
-            hangUpCheck = Timer(loop: worker.loop, after: Self.hangUpCheckInterval, repeating: true) { [weak self] in
-                guard let self, let outcome = clientHasLeft(fd: client.fd) else { return }
-                withExtendedLifetime(self) { clientLeft(outcome) }
-            }
-        case .awaitingHead, .closing, .over:
-            hangUpCheck = nil
-        }
+        let end: ExchangeMachine.ClientEnd = what & Int16(BEV_EVENT_TIMEOUT) != 0 ? .idle : what & Int16(BEV_EVENT_EOF) != 0 ? .closed : .failed
+        step { $0.clientLeft(end) }
     }
 
     fileprivate func onServerReadable() { pumpResponse() }
 
     fileprivate func onServerWritable() {
-        guard case .exchanging = stage else { return }
+        guard machine.isExchanging else { return }
         client.enable(EV_READ)
         pumpRequest()
     }
 
     fileprivate func onServerEvent(_ what: Int16, errno savedErrno: Int32) {
-        guard case .exchanging(var exchange) = stage else {
-            server = nil  // a kept connection the server closed between requests
-            return
-        }
+        guard machine.isExchanging else { return step { $0.serverLeft() } }  // a kept connection the server closed between requests
         pumpResponse()  // what arrived before the end
-        guard case .exchanging(let current) = stage else { return }
-        exchange = current
-        let eof = what & Int16(BEV_EVENT_EOF) != 0
-        // A kept connection the server closed just as the request went out (the keep-alive race):
-        // an idempotent request of which no body byte was sent and no answer came goes again, once,
-        // on a fresh connection.
-        if exchange.reused, exchange.responseBody == nil, exchange.bytesUp == 0, let server, evbuffer_get_length(server.side.input) == 0,
-           ["GET", "HEAD", "OPTIONS", "PUT", "DELETE"].contains(exchange.request.method) {
-            self.server = nil
-            stage = .awaitingHead
-            // Admitted again under the policy in force now: a reload may have pinned or denied it meanwhile.
-            let policy = worker.snapshot.policy
-            if let refusal = AdmissionGate.admit(exchange.request.authority, client: clientAddress.ip, policy: policy, kind: .plain).refusal {
-                log(exchange, outcome: "policy_reload")
-                return refuse(refusal, exchange.request)
-            }
-            return reach(exchange.request, policy: policy)
+        guard machine.isExchanging, let server = serverSide else { return }
+        let end: ExchangeMachine.ServerEnd
+        if what & Int16(BEV_EVENT_TIMEOUT) != 0 {
+            end = .timedOut
+        } else if what & Int16(BEV_EVENT_EOF) != 0 {
+            end = .closed
+        } else {
+            end = savedErrno == ECONNRESET || savedErrno == EPIPE ? .reset : .failed
         }
-        if eof, exchange.responseBody?.state == .untilClose {
-            exchange.responseBody = BodyMeter(.none)
-            exchange.serverReusable = false
-            server = nil
-            return finishExchange(exchange)
-        }
-        let timedOut = what & Int16(BEV_EVENT_TIMEOUT) != 0
-        let reset = !eof && !timedOut && (savedErrno == ECONNRESET || savedErrno == EPIPE)
-        let outcome = timedOut ? "upstream_timeout" : eof ? "upstream_closed" : reset ? "upstream_reset" : "upstream_error"
-        let refusal: Refusal = timedOut ? .network(.connectionTimeout, "the server did not answer within idle_timeout")
-            : .network(.badUpstreamResponse, "the server \(eof ? "closed" : "reset") the connection before its response was complete")
-        abort(exchange, outcome: outcome, refusal: refusal)
+        let serverIdle = evbuffer_get_length(server.input) == 0
+        step { $0.serverEnded(end, serverIdle: serverIdle, policy: worker.snapshot.policy, stopping: worker.stopping) }
     }
 
-    // MARK: logs
-
-    private func log(_ exchange: Exchange, outcome: String) {
-        worker.tally.withLock { $0.counters.bytesUp += exchange.bytesUp }
-        worker.tally.withLock { $0.counters.bytesDown += exchange.bytesDown }
-        worker.logger.emit(PlainLog.forwarded(conn: conn, client: clientAddress, request: exchange.request, address: exchange.address,
-                                             status: exchange.status, bytesUp: exchange.bytesUp, bytesDown: exchange.bytesDown,
-                                             duration: ContinuousClock.now - exchange.startedAt, outcome: outcome))
-    }
-
-    private func rejectedLine(_ refusal: Refusal, _ request: PlainRequest) -> LogRecord {
-        PlainLog.rejected(refusal, conn: conn, client: clientAddress, request: request)
-    }
-}
-
-/// Whether a client that has a request in flight has left, asked of its socket without reading
-/// it (what it sent may be a pipelined request waiting its turn): a reset (`client_error`), or the
-/// end of what it sends (`client_closed`). A half-close counts as leaving, as for Squid
-/// (`half_closed_clients off`) and nginx: a client that shuts down its sending side after a
-/// request cannot be told from one that closed and went away, and waiting for the server to
-/// answer either kept two descriptors per abandoned request for up to `idle_timeout`.
-func clientHasLeft(fd: Int32) -> String? {
-    var probe = pollfd(fd: fd, events: Int16(pollRDHUP), revents: 0)
-    guard poll(&probe, 1, 0) == 1 else { return nil }
-    if probe.revents & Int16(POLLERR | POLLHUP | POLLNVAL) != 0 { return "client_error" }
-    if probe.revents & Int16(pollRDHUP) != 0 { return "client_closed" }
-    return nil
-}
-
-/// POLLRDHUP (Linux, <poll.h> with _GNU_SOURCE, which Swift's Glibc module does not define).
-private let pollRDHUP: Int32 = 0x2000
-
-/// The log lines of plain-HTTP forwarding.
-enum PlainLog {
-    static let hint = "use https:// for this host: pinproxy never reaches a pinned host over plain HTTP"
-
-    static func forwarded(conn: Int, client: SocketAddress, request: PlainRequest, address: SocketAddress, status: Int, bytesUp: Int,
-                          bytesDown: Int, duration: Duration, outcome: String) -> LogRecord {
-        LogRecord(outcome == "complete" ? .info : .warning, "http_forwarded", [
-            ("conn", .int(conn)), ("client", .string(client.description)), ("method", .string(request.method)),
-            ("host", .string(request.authority.target.description)), ("port", .int(Int(request.authority.port))),
-            ("address", .string(address.description)), ("status", .int(status)), ("bytes_up", .int(bytesUp)),
-            ("bytes_down", .int(bytesDown)), ("duration_ms", .int(Int(duration.seconds * 1000))), ("outcome", .string(outcome)),
-        ])
-    }
-
-    static func rejected(_ refusal: Refusal, conn: Int, client: SocketAddress, request: PlainRequest?) -> LogRecord {
-        var r = LogRecord(.warning, "request_rejected", [
-            ("conn", .int(conn)), ("client", .string(client.description)), ("status", .int(refusal.status)),
-            ("reason", .string(refusal.reason)), ("detail", .string(refusal.detail)),
-        ])
-        if let request {
-            r["method"] = .string(request.method)
-            r["host"] = .string(request.authority.target.description)
-            r["port"] = .int(Int(request.authority.port))
-        }
-        r["hint"] = .string(hint(for: refusal, conn: conn, client: client))
-        return r
-    }
-
-    static func hint(for refusal: Refusal, conn: Int = 0, client: SocketAddress? = nil) -> String {
-        switch refusal.code {
-        case .network(.plainHTTPToPinnedHost): return hint
-        case .network(.plainHTTPRefused): return "proxy.plain_http is refuse: use https:// URLs, or set plain_http: forward"
-        case .network(.plainPortNotAllowed): return "add the port to proxy.allowed_plain_ports if plain HTTP to it is intended"
-        case .network(.badRequest): return "point http_proxy at pinproxy (http://HOST:PORT) and request http:// URLs through it; HTTPS goes through CONNECT"
-        case .network(.methodNotAllowed): return "pinproxy forwards \(PlainRequest.methods.sorted().joined(separator: ", ")) over plain HTTP"
-        case .network(.badUpstreamResponse): return "the server's answer could not be forwarded; the detail says why"
-        default:
-            guard let client else { return "the request was not forwarded: \(refusal.reason)" }
-            return SessionLog.hint(refusal.code, DecisionRecord(conn: conn, client: client))
-        }
+    private static func timeval(_ seconds: Double) -> timeval {
+        Glibc.timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1_000_000))
     }
 }
 
