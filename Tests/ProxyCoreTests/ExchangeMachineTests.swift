@@ -169,7 +169,7 @@ import TestSupport
 
     @Test func aConnectedRequestIsSentAndItsExchangeBegins() {
         let m = sent()
-        guard case .exchanging(let exchange) = m.state else { Issue.record("\(m.state)"); return }
+        guard case .exchanging(let exchange, _) = m.state else { Issue.record("\(m.state)"); return }
         #expect(exchange.address == Self.server && !exchange.reused && exchange.status == 0 && !exchange.responseStarted)
         #expect(m.server?.address == Self.server)
     }
@@ -179,7 +179,7 @@ import TestSupport
         guard case .none = m.requestBodyMoved(meter(.length(10), consumed: 4), bytes: 4, .moved) else { Issue.record("more to come: keep reading"); return }
         guard case .pauseClient = m.requestBodyMoved(meter(.length(10), consumed: 6), bytes: 2, .blocked) else { Issue.record("expected a pause"); return }
         guard case .pauseClient = m.requestBodyMoved(meter(.length(10), consumed: 10), bytes: 4, .moved) else { Issue.record("done: a pipelined request waits"); return }
-        guard case .exchanging(let exchange) = m.state else { Issue.record("\(m.state)"); return }
+        guard case .exchanging(let exchange, _) = m.state else { Issue.record("\(m.state)"); return }
         #expect(exchange.bytesUp == 10 && exchange.requestBody.isDone)
     }
 
@@ -193,7 +193,7 @@ import TestSupport
 
     @Test func aCompleteExchangeKeepsBothConnectionsForTheNext() {
         var m = answered()
-        guard case .exchanging(let during) = m.state else { Issue.record("\(m.state)"); return }
+        guard case .exchanging(let during, _) = m.state else { Issue.record("\(m.state)"); return }
         #expect(during.status == 200 && during.responseStarted)
         guard case .none = m.responseBodyMoved(meter(.length(5), consumed: 2), bytes: 2, .moved, serverIdle: true, stopping: false) else {
             Issue.record("more to come"); return
@@ -207,8 +207,21 @@ import TestSupport
         #expect(m.isBetweenRequests && m.server?.address == Self.server)
         // The next request to the same host goes over the kept connection.
         guard case .send = m.headRead(bytes(Self.get), policy: Self.plain, keptServerIdle: true, at: now) else { Issue.record("expected a send"); return }
-        guard case .exchanging(let next) = m.state else { Issue.record("\(m.state)"); return }
+        guard case .exchanging(let next, _) = m.state else { Issue.record("\(m.state)"); return }
         #expect(next.reused)
+    }
+
+    @Test func aServerThatClosesOrSentMoreIsNotKept() {
+        var closes = answered("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\n")
+        _ = expectFinish(closes.responseBodyMoved(meter(.length(5), consumed: 5), bytes: 5, .moved, serverIdle: true, stopping: false),
+                         .complete, then: .awaitHead)
+        #expect(closes.isBetweenRequests && closes.server == nil)
+        var old = answered("HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\n")
+        _ = old.responseBodyMoved(meter(.length(5), consumed: 5), bytes: 5, .moved, serverIdle: true, stopping: false)
+        #expect(old.isBetweenRequests && old.server == nil)  // HTTP/1.0 without keep-alive closes
+        var more = answered()
+        _ = more.responseBodyMoved(meter(.length(5), consumed: 5), bytes: 5, .moved, serverIdle: false, stopping: false)
+        #expect(more.isBetweenRequests && more.server == nil)  // bytes after the response
     }
 
     @Test func aKeptConnectionWithUnreadBytesOrAnotherHostIsNotReused() {
@@ -272,7 +285,7 @@ import TestSupport
             Issue.record("expected a head"); return
         }
         #expect(text(head) == "HTTP/1.0 200 OK\r\nVia: 1.1 pinproxy\r\nConnection: close\r\n\r\n")
-        guard case .exchanging(let exchange) = m.state, case .body(200, _, true) = exchange.response else { Issue.record("\(m.state)"); return }
+        guard case .exchanging(let exchange, _) = m.state, case .body(200, _, true) = exchange.response else { Issue.record("\(m.state)"); return }
         var gzip = sent("GET http://mapped.test/ HTTP/1.0\r\n\r\n")
         let detail = "the response has a transfer coding other than chunked, which an HTTP/1.0 client cannot read"
         _ = expectFinish(gzip.responseHead(bytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"), stopping: false),
@@ -309,7 +322,7 @@ import TestSupport
 
     @Test func aBodyUntilCloseEndsCompleteWhenTheServerCloses() {
         var m = answered("HTTP/1.1 200 OK\r\n\r\n")
-        guard case .exchanging(let exchange) = m.state else { Issue.record("\(m.state)"); return }
+        guard case .exchanging(let exchange, _) = m.state else { Issue.record("\(m.state)"); return }
         #expect(exchange.closeClient && !exchange.serverReusable)
         let done = expectFinish(m.serverEnded(.closed, serverIdle: true, policy: Self.plain, stopping: false), .complete, then: .close)
         #expect(done?.status == 200 && m.server == nil && m.isClosing)
@@ -339,7 +352,7 @@ import TestSupport
             Issue.record("expected a fresh connect"); return
         }
         #expect(addresses == [Self.server] && m.server == nil)
-        guard case .send = m.connected(to: Self.server, policy: Self.plain, at: now), case .exchanging(let again) = m.state else { Issue.record("\(m.state)"); return }
+        guard case .send = m.connected(to: Self.server, policy: Self.plain, at: now), case .exchanging(let again, _) = m.state else { Issue.record("\(m.state)"); return }
         #expect(!again.reused)  // a second close is an ordinary upstream_closed
     }
 

@@ -11,13 +11,14 @@ import PinPolicy
 /// client is owed the rest of a response) and `over` reachable from every stage before it.
 struct ExchangeMachine {
     enum State {
-        /// Waiting for a request head, with nothing in flight.
-        case awaitingHead
+        /// Waiting for a request head, with nothing in flight; `kept`: the server connection kept
+        /// from the last exchange, for a next request to the same host and port.
+        case awaitingHead(kept: KeptServer?)
         /// Admitted; its server's name is being looked up.
         case resolving(PlainRequest)
         case connecting(PlainRequest)
-        /// The request went out; its body and its response are moving.
-        case exchanging(PlainExchange)
+        /// The request went out on this server connection; its body and its response are moving.
+        case exchanging(PlainExchange, on: KeptServer)
         /// Flushing what the client is still owed, then the end.
         case closing
         case over
@@ -101,10 +102,17 @@ struct ExchangeMachine {
     let client: IPAddress
     /// Whether an address is one pinproxy itself listens on (a request there is a loop).
     private let isOwnAddress: (SocketAddress) -> Bool
-    private(set) var state = State.awaitingHead
+    private(set) var state = State.awaitingHead(kept: nil)
+
     /// The server connection in use or kept for the next request (nil: none; the forwarder lets
     /// its socket go when this goes).
-    private(set) var server: KeptServer?
+    var server: KeptServer? {
+        switch state {
+        case .awaitingHead(let kept): return kept
+        case .exchanging(_, let server): return server
+        case .resolving, .connecting, .closing, .over: return nil
+        }
+    }
 
     init(client: IPAddress, isOwnAddress: @escaping (SocketAddress) -> Bool) {
         self.client = client
@@ -140,7 +148,7 @@ struct ExchangeMachine {
     /// A request head arrived (the session read the first, the forwarder those after it). `keptServerIdle`:
     /// the kept server connection has no unread bytes.
     mutating func headRead(_ bytes: [UInt8], policy: Policy, keptServerIdle: Bool, at now: ContinuousClock.Instant) -> Action {
-        guard case .awaitingHead = state else { preconditionFailure("request head in \(state)") }
+        guard case .awaitingHead(let kept) = state else { preconditionFailure("request head in \(state)") }
         let request: PlainRequest
         switch PlainRequest.parse(head: bytes) {
         case .success(let parsed): request = parsed
@@ -151,8 +159,8 @@ struct ExchangeMachine {
             return refuse(refusal, request)
         }
         if case .failure(let problem) = request.upstreamHead(viaParent: policy.proxy.upstreamProxy) { return refuse(problem.refusal, request) }
-        if let server, server.fits(request.authority, idle: keptServerIdle, under: policy) {
-            return begin(request, on: server, reused: true, policy: policy, at: now)
+        if let kept, kept.fits(request.authority, idle: keptServerIdle, under: policy) {
+            return begin(request, on: kept, reused: true, policy: policy, at: now)
         }
         return reach(request, policy: policy)
     }
@@ -188,7 +196,6 @@ struct ExchangeMachine {
     mutating func connected(to address: SocketAddress, policy: Policy, at now: ContinuousClock.Instant) -> Action {
         guard case .connecting(let request) = state else { preconditionFailure("connected in \(state)") }
         let server = KeptServer(authority: request.authority, address: address, parent: policy.proxy.upstreamProxy)
-        self.server = server
         return begin(request, on: server, reused: false, policy: policy, at: now)
     }
 
@@ -199,7 +206,6 @@ struct ExchangeMachine {
 
     /// Resolves (or asks the parent) and connects: a fresh server connection for this request.
     private mutating func reach(_ request: PlainRequest, policy: Policy) -> Action {
-        server = nil
         if let parent = policy.proxy.upstreamProxy {
             // The parent resolves the name (deny_destinations applies to IP-literal targets only, as for CONNECT).
             return connect(request, to: [parent.address], policy: policy)
@@ -234,13 +240,12 @@ struct ExchangeMachine {
         case .failure(let problem):
             return refuse(problem.refusal, request)  // a reload set a parent with credentials meanwhile
         case .success(let head):
-            state = .exchanging(PlainExchange(request: request, address: server.address, reused: reused, at: now))
+            state = .exchanging(PlainExchange(request: request, address: server.address, reused: reused, at: now), on: server)
             return .send(head.bytes)
         }
     }
 
     private mutating func refuse(_ refusal: Refusal, _ request: PlainRequest?) -> Action {
-        server = nil
         state = .over
         return .refuse(refusal, request)
     }
@@ -249,10 +254,10 @@ struct ExchangeMachine {
 
     /// Request body bytes moved toward the server: `meter` as it now stands, `bytes` passed on.
     mutating func requestBodyMoved(_ meter: BodyMeter, bytes: Int, _ moved: Moved) -> Action {
-        guard case .exchanging(var exchange) = state else { preconditionFailure("request body in \(state)") }
+        guard case .exchanging(var exchange, let server) = state else { preconditionFailure("request body in \(state)") }
         exchange.requestBody = meter
         exchange.bytesUp += bytes
-        state = .exchanging(exchange)
+        state = .exchanging(exchange, on: server)
         switch moved {
         case .moved: return meter.isDone ? .pauseClient : .none  // a pipelined request waits for its turn
         case .blocked: return .pauseClient
@@ -262,14 +267,14 @@ struct ExchangeMachine {
 
     /// More than `maxResponseHead` bytes came without the end of a head.
     mutating func responseHeadTooLong() -> Action {
-        guard case .exchanging(let exchange) = state, !exchange.responseStarted else { preconditionFailure("head too long in \(state)") }
+        guard case .exchanging(let exchange, _) = state, !exchange.responseStarted else { preconditionFailure("head too long in \(state)") }
         return abort(exchange, .badResponse("the response head is over \(Self.maxResponseHead) bytes"))
     }
 
     /// A whole response head from the server. `stopping`: a shutdown is under way, so this is the
     /// connection's last exchange.
     mutating func responseHead(_ raw: [UInt8], stopping: Bool) -> Action {
-        guard case .exchanging(var exchange) = state, case .awaitingHead(let interim) = exchange.response else {
+        guard case .exchanging(var exchange, let server) = state, case .awaitingHead(let interim) = exchange.response else {
             preconditionFailure("response head in \(state)")
         }
         switch ResponseHead.read(raw, for: exchange.request, interimSeen: interim, clientCloses: exchange.closeClient, stopping: stopping) {
@@ -277,13 +282,13 @@ struct ExchangeMachine {
             return abort(exchange, .badResponse(detail))
         case .interim(let bytes):
             exchange.response = .awaitingHead(interim: interim + 1)
-            state = .exchanging(exchange)
+            state = .exchanging(exchange, on: server)
             return .interim(bytes)
         case .final(let head):
             exchange.closeClient = head.closesClient
             if head.serverCloses || head.body == .untilClose { exchange.serverReusable = false }
             exchange.response = .body(status: head.status, meter: BodyMeter(head.body), dechunk: head.dechunk)
-            state = .exchanging(exchange)
+            state = .exchanging(exchange, on: server)
             return .responseHead(head.bytes)
         }
     }
@@ -291,12 +296,12 @@ struct ExchangeMachine {
     /// Response body bytes moved toward the client. `serverIdle`: the server sent nothing past
     /// them (bytes after a response would be read as the next one's).
     mutating func responseBodyMoved(_ meter: BodyMeter, bytes: Int, _ moved: Moved, serverIdle: Bool, stopping: Bool) -> Action {
-        guard case .exchanging(var exchange) = state, case .body(let status, _, let dechunk) = exchange.response else {
+        guard case .exchanging(var exchange, let server) = state, case .body(let status, _, let dechunk) = exchange.response else {
             preconditionFailure("response body in \(state)")
         }
         exchange.response = .body(status: status, meter: meter, dechunk: dechunk)
         exchange.bytesDown += bytes
-        state = .exchanging(exchange)
+        state = .exchanging(exchange, on: server)
         switch moved {
         case .moved: return meter.isDone ? complete(exchange, serverIdle: serverIdle, stopping: stopping) : .none
         case .blocked: return .pauseServer
@@ -308,12 +313,11 @@ struct ExchangeMachine {
 
     /// The server connection ended during an exchange (what it sent before is already moved).
     mutating func serverEnded(_ end: ServerEnd, serverIdle: Bool, policy: Policy, stopping: Bool) -> Action {
-        guard case .exchanging(var exchange) = state else { preconditionFailure("server ended in \(state)") }
+        guard case .exchanging(var exchange, _) = state else { preconditionFailure("server ended in \(state)") }
         // A kept connection the server closed just as the request went out (the keep-alive race):
         // an idempotent request of which no body byte was sent and no answer came goes again, once,
         // on a fresh connection, admitted again under the policy in force now.
         if exchange.reused, !exchange.responseStarted, exchange.bytesUp == 0, serverIdle, Self.retriable.contains(exchange.request.method) {
-            server = nil
             if let refusal = AdmissionGate.admit(exchange.request.authority, client: client, policy: policy, kind: .plain).refusal {
                 state = .over
                 return .finish(.policyReload(refusal), exchange, then: .answer(refusal))
@@ -323,7 +327,6 @@ struct ExchangeMachine {
         if end == .closed, case .body(let status, let meter, let dechunk) = exchange.response, meter.state == .untilClose {
             exchange.response = .body(status: status, meter: BodyMeter(.none), dechunk: dechunk)
             exchange.serverReusable = false
-            server = nil
             return complete(exchange, serverIdle: serverIdle, stopping: stopping)
         }
         return abort(exchange, end.outcome)
@@ -332,7 +335,7 @@ struct ExchangeMachine {
     /// A kept server connection closed between requests.
     mutating func serverLeft() -> Action {
         guard !isExchanging else { preconditionFailure("server left mid-exchange") }
-        server = nil
+        if case .awaitingHead = state { state = .awaitingHead(kept: nil) }
         return .none
     }
 
@@ -343,8 +346,8 @@ struct ExchangeMachine {
         let refusal = AdmissionGate.admit(server.authority, client: client, policy: policy, kind: .plain).refusal
             ?? (server.isAllowed(under: policy) ? nil : .policy(.destinationProhibited, detail: "a reload denied \(server.address.ip)"))
         guard let refusal else { return .none }
-        if case .exchanging(let exchange) = state { return abort(exchange, .policyReload(refusal)) }
-        self.server = nil
+        if case .exchanging(let exchange, _) = state { return abort(exchange, .policyReload(refusal)) }
+        state = .awaitingHead(kept: nil)  // the only other stage with a server
         return .none
     }
 
@@ -352,9 +355,8 @@ struct ExchangeMachine {
     mutating func clientLeft(_ end: ClientEnd) -> Action {
         let was = state
         if case .over = was { return .none }  // the session has the connection back
-        server = nil
         state = .over
-        if case .exchanging(let exchange) = was { return .finish(end.outcome, exchange, then: .release) }
+        if case .exchanging(let exchange, _) = was { return .finish(end.outcome, exchange, then: .release) }
         return .release
     }
 
@@ -368,9 +370,8 @@ struct ExchangeMachine {
     /// pinproxy is stopping: the session takes the connection back (only a shutdown leaves mid-exchange).
     mutating func cancel() -> Action {
         let was = state
-        server = nil
         state = .over
-        if case .exchanging(let exchange) = was { return .finish(.shutdown, exchange, then: .handBack) }
+        if case .exchanging(let exchange, _) = was { return .finish(.shutdown, exchange, then: .handBack) }
         return .none
     }
 
@@ -383,12 +384,11 @@ struct ExchangeMachine {
             exchange.serverReusable = false
         }
         if !serverIdle { exchange.serverReusable = false }
-        if !exchange.serverReusable { server = nil }
         if exchange.closeClient || stopping {
             _ = close()
             return .finish(.complete, exchange, then: .close)
         }
-        state = .awaitingHead
+        state = .awaitingHead(kept: exchange.serverReusable ? server : nil)
         return .finish(.complete, exchange, then: .awaitHead)
     }
 
@@ -396,7 +396,6 @@ struct ExchangeMachine {
     /// after it, the connection closes once what it is owed is flushed (it sees a cut body).
     private mutating func abort(_ exchange: PlainExchange, _ outcome: PlainOutcome) -> Action {
         if !exchange.responseStarted, let refusal = outcome.refusal {
-            server = nil
             state = .over
             return .finish(outcome, exchange, then: .answer(refusal))
         }
@@ -405,7 +404,6 @@ struct ExchangeMachine {
     }
 
     private mutating func close() -> Action {
-        server = nil
         state = .closing
         return .close
     }

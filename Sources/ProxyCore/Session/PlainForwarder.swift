@@ -254,7 +254,7 @@ final class PlainForwarder {
 
     /// Moves the request body from the client to the server, up to the high-water mark.
     private func pumpRequest() {
-        guard case .exchanging(let exchange) = machine.state, let server = serverSide else { return }
+        guard case .exchanging(let exchange, _) = machine.state, let server = serverSide else { return }
         var meter = exchange.requestBody
         let (moved, bytes) = BodyMover.move(from: client, to: server, meter: &meter, highWater: Self.highWater)
         step { $0.requestBodyMoved(meter, bytes: bytes, moved) }
@@ -263,7 +263,7 @@ final class PlainForwarder {
     /// Reads the response heads (1xx ones, then the final one), then moves the body to the client,
     /// up to the high-water mark.
     private func pumpResponse() {
-        while case .exchanging(let exchange) = machine.state, !exchange.responseStarted, let server = serverSide {
+        while case .exchanging(let exchange, _) = machine.state, !exchange.responseStarted, let server = serverSide {
             let input = server.input
             let available = evbuffer_get_length(input)
             let window = min(available, ExchangeMachine.maxResponseHead + 4)
@@ -277,12 +277,12 @@ final class PlainForwarder {
             evbuffer_drain(input, length)
             step { $0.responseHead(raw, stopping: worker.stopping) }
             // After a 1xx response: read the next no faster than the client takes them.
-            if case .exchanging(let now) = machine.state, !now.responseStarted, evbuffer_get_length(client.output) >= Self.highWater {
+            if case .exchanging(let now, _) = machine.state, !now.responseStarted, evbuffer_get_length(client.output) >= Self.highWater {
                 server.disable(EV_READ)
                 return
             }
         }
-        guard case .exchanging(let exchange) = machine.state, case .body(_, var meter, let dechunk) = exchange.response,
+        guard case .exchanging(let exchange, _) = machine.state, case .body(_, var meter, let dechunk) = exchange.response,
               let server = serverSide else { return }
         let (moved, bytes) = BodyMover.move(from: server, to: client, meter: &meter, dechunk: dechunk, highWater: Self.highWater)
         let serverIdle = evbuffer_get_length(server.input) == 0
