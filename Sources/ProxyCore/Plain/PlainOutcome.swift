@@ -1,0 +1,71 @@
+import Foundation
+import Logging
+
+/// How one plain-HTTP exchange ended: the `outcome` of its `http_forwarded` line. A case that
+/// ends the exchange before the response head owes the client a refusal (`answer`); every case
+/// but `complete` is logged as a warning.
+enum PlainOutcome: Equatable {
+    /// Both bodies went through.
+    case complete
+    /// pinproxy is stopping and took the connection back mid-exchange.
+    case shutdown
+    /// A reload's policy no longer admits the request (or its server's address).
+    case policyReload(Refusal)
+    /// The request body's framing is broken: what is wrong with it.
+    case badRequestBody(String)
+    /// The server's answer cannot be forwarded: the refusal's detail.
+    case badResponse(String)
+    /// The server said nothing for `idle_timeout`.
+    case upstreamTimeout
+    /// The server closed before its response was complete.
+    case upstreamClosed
+    /// The server reset the connection (ECONNRESET, EPIPE).
+    case upstreamReset
+    /// Any other error on the server connection.
+    case upstreamError
+    /// The client said nothing for `idle_timeout`.
+    case idleTimeout
+    /// The client closed (or half-closed) its side.
+    case clientClosed
+    /// The client's connection broke.
+    case clientError
+
+    /// The log key's value, unchanged since the outcomes were strings.
+    var code: String {
+        switch self {
+        case .complete: return "complete"
+        case .shutdown: return "shutdown"
+        case .policyReload: return "policy_reload"
+        case .badRequestBody: return "bad_request_body"
+        case .badResponse: return "bad_response"
+        case .upstreamTimeout: return "upstream_timeout"
+        case .upstreamClosed: return "upstream_closed"
+        case .upstreamReset: return "upstream_reset"
+        case .upstreamError: return "upstream_error"
+        case .idleTimeout: return "idle_timeout"
+        case .clientClosed: return "client_closed"
+        case .clientError: return "client_error"
+        }
+    }
+
+    /// relayd's rule: a clean end is news, anything else a warning.
+    var level: Logger.Level {
+        if case .complete = self { return .info }
+        return .warning
+    }
+
+    /// The answer the client is owed when the exchange ends before a response head reached it
+    /// (nil: the client is gone, or nothing went wrong).
+    var refusal: Refusal? {
+        switch self {
+        case .complete, .shutdown, .idleTimeout, .clientClosed, .clientError: return nil
+        case .policyReload(let refusal): return refusal
+        case .badRequestBody(let why): return .badRequest("the request body: \(why)")
+        case .badResponse(let detail): return .network(.badUpstreamResponse, detail)
+        case .upstreamTimeout: return .network(.connectionTimeout, "the server did not answer within idle_timeout")
+        case .upstreamClosed: return .network(.badUpstreamResponse, "the server closed the connection before its response was complete")
+        case .upstreamReset, .upstreamError:
+            return .network(.badUpstreamResponse, "the server reset the connection before its response was complete")
+        }
+    }
+}
