@@ -67,7 +67,7 @@ final class KeyLogIntake: @unchecked Sendable {
     deinit {
         notified = nil  // before the notifier it watches
         for fd in fifos { close(fd) }
-        explicit_bzero(buffer.baseAddress!, buffer.count)
+        wipe(buffer.count)
         buffer.deallocate()
     }
 
@@ -244,7 +244,7 @@ final class KeyLogIntake: @unchecked Sendable {
             guard n > 0 else { return }
             let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
             // Whole lines only; a chunk without a newline is one line too long to keep.
-            let usable = pp_memrchr(bytes.baseAddress, 0x0a, UInt(n)).map { bytes.baseAddress!.distance(to: $0) + 1 } ?? n
+            let usable = bytes.baseAddress.flatMap { start in pp_memrchr(start, 0x0a, UInt(n)).map { start.distance(to: $0) + 1 } } ?? n
             var parsed = 0
             lock.withLock {
                 var lines: [Range<Int>] = []
@@ -256,7 +256,7 @@ final class KeyLogIntake: @unchecked Sendable {
                 book.noteSkipped(Int64(usable - parsed))
             }
             flood.skipped(Int64(usable - parsed))
-            explicit_bzero(buffer.baseAddress!, n)
+            wipe(n)
             file.skip(Int64(usable))
         }
     }
@@ -354,7 +354,13 @@ final class KeyLogIntake: @unchecked Sendable {
         for fd in fifos {
             for _ in 0..<64 where Glibc.read(fd, buffer.baseAddress, buffer.count) > 0 {}
         }
-        explicit_bzero(buffer.baseAddress!, buffer.count)
+        wipe(buffer.count)
+    }
+
+    /// Zeroes the first `count` bytes of the read buffer (they may hold secrets).
+    private func wipe(_ count: Int) {
+        guard let start = buffer.baseAddress else { return }
+        explicit_bzero(start, count)
     }
 
     private func closeFIFOs() {

@@ -58,8 +58,9 @@ final class PendingBytes {
 
     /// Sends what it can; `.moved(0)` when all went out or the receiver must drain first.
     func flush(to receiver: Int32) -> Pumped {
+        guard let start = bytes.baseAddress else { return .moved(0) }  // nothing was held
         while sent < bytes.count {
-            let n = send(receiver, bytes.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
+            let n = send(receiver, start + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
             if n > 0 { sent += n; continue }
             if n < 0 && !wouldBlock(errno) { return .writeFailed(errno) }
             break
@@ -80,15 +81,16 @@ final class CopyConduit: Conduit {
 
     func pump(from sender: Int32, to receiver: Int32) -> Pumped {
         let block = shared.scratch
+        guard let start = block.baseAddress else { preconditionFailure("an empty scratch block") }
         var total = 0
         for _ in 0..<blocksPerWakeup {
-            let got = read(sender, block.baseAddress, block.count)
+            let got = read(sender, start, block.count)
             if got == 0 { return total > 0 ? .moved(total) : .eof }  // the EOF is read again next wakeup
             if got < 0 { return wouldBlock(errno) || total > 0 ? .moved(total) : .readFailed(errno) }
             total += got
             var put = 0
             while put < got {
-                let n = send(receiver, block.baseAddress! + put, got - put, Int32(MSG_NOSIGNAL))
+                let n = send(receiver, start + put, got - put, Int32(MSG_NOSIGNAL))
                 if n > 0 { put += n; continue }
                 if n < 0 && !wouldBlock(errno) { return .writeFailed(errno) }
                 break
