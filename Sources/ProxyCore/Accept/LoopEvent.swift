@@ -1,6 +1,7 @@
 import CLibevent
 
-/// One libevent `event` watching a descriptor on a loop, owned here and freed in `deinit`.
+/// One libevent `event` on a loop (a descriptor to watch, a signal, or none for a timer), owned
+/// here and freed in `deinit`.
 ///
 /// Its C callback reaches this object through an unretained context. That is safe because the
 /// event is freed in `deinit`, before this object's memory goes, and the loop runs one callback at
