@@ -60,7 +60,7 @@ final class Listener {
         self.onAccept = onAccept
         self.onError = onError
         boundAddress = SocketAddress.local(of: evconnlistener_get_fd(handle))
-        evconnlistener_set_cb(handle, listenerAcceptCB, Unmanaged.passUnretained(self).toOpaque())
+        evconnlistener_set_cb(handle, listenerAcceptCB, Unmanaged.passUnretained(self).toOpaque())  // safe: `deinit` frees it first
         evconnlistener_set_error_cb(handle, listenerErrorCB)
     }
 

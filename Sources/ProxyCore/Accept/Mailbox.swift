@@ -10,9 +10,8 @@ final class Mailbox: @unchecked Sendable {
     /// The pipe's read end (the loop watches it) and write end (posters wake the loop).
     private let wakeRead: Int32
     private let wakeWrite: Int32
-    private var event: OpaquePointer?
-    /// Kept so the base outlives the event freed in `deinit`.
-    private let loop: EventLoop
+    /// The loop's watch on `wakeRead`; set once the mailbox is complete.
+    private var wake: LoopEvent?
 
     private struct Queue {
         var jobs: [() -> Void] = []
@@ -22,7 +21,6 @@ final class Mailbox: @unchecked Sendable {
 
     /// Made on (or before the start of) the owner loop's thread.
     init(loop: EventLoop) {
-        self.loop = loop
         var ends: [Int32] = [-1, -1]
         precondition(pipe(&ends) == 0, "pipe failed: \(errnoText(errno))")
         for end in ends {
@@ -30,15 +28,12 @@ final class Mailbox: @unchecked Sendable {
             _ = fcntl(end, F_SETFD, FD_CLOEXEC)
         }
         (wakeRead, wakeWrite) = (ends[0], ends[1])
-        event = event_new(loop.base, wakeRead, Int16(EV_READ | EV_PERSIST), { _, _, ctx in
-            let mailbox = Unmanaged<Mailbox>.fromOpaque(ctx!).takeUnretainedValue()
-            withExtendedLifetime(mailbox) { mailbox.runPending() }
-        }, Unmanaged.passUnretained(self).toOpaque())
-        event_add(event, nil)
+        wake = LoopEvent(loop: loop, fd: wakeRead, what: Int16(EV_READ | EV_PERSIST)) { [weak self] _ in self?.runPending() }
+        wake?.add()
     }
 
     deinit {
-        if let event { event_free(event) }
+        wake = nil  // the event goes before the descriptor it watches
         Glibc.close(wakeRead)
         Glibc.close(wakeWrite)
     }

@@ -10,23 +10,6 @@ import TLSInspection
 /// key-log intake. It runs on the caller's thread, one loop. A reload publishes the new immutable
 /// snapshot to every worker; `stats` adds up the proxy's and the workers' `Counters`.
 public final class Proxy {
-    public struct Options {
-        public var listen: [SocketAddress]?
-        public var debugBypass = false
-        /// Loads a fresh snapshot for SIGHUP; nil disables reload.
-        public var reload: (() throws -> PolicySnapshot)?
-        /// Log lines dropped so far (the metrics' `pinproxy_log_lines_dropped_total`).
-        public var logLinesDropped: (@Sendable () -> Int)?
-
-        public init(listen: [SocketAddress]? = nil, debugBypass: Bool = false, reload: (() throws -> PolicySnapshot)? = nil,
-                    logLinesDropped: (@Sendable () -> Int)? = nil) {
-            self.listen = listen
-            self.debugBypass = debugBypass
-            self.reload = reload
-            self.logLinesDropped = logLinesDropped
-        }
-    }
-
     let loop = EventLoop()
     private(set) var snapshot: PolicySnapshot
     let logger: Logger
@@ -94,7 +77,9 @@ public final class Proxy {
         supervisor.take((0..<workerCount).map { Worker(index: $0, snapshot: snapshot, shared: shared) })
         if let address = snapshot.policy.proxy.metricsListen {
             do {
-                metrics = try MetricsServer(loop: loop, address: address) { [unowned self] in MetricsText.render(metricsSample()) }
+                metrics = try MetricsServer(loop: loop, address: address) { [weak self] in
+                    self.map { MetricsText.render($0.metricsSample()) } ?? ""  // the proxy owns the server: never ""
+                }
             } catch {
                 closeListeners()  // a start that fails leaves no listener behind (LeakSanitizer found this one)
                 throw error
@@ -108,22 +93,6 @@ public final class Proxy {
     /// `proxy.keylog`'s intake, when configured: made at start, kept across reloads (a new path or
     /// mode needs a restart). The stream check asks it for a TLS 1.3 tunnel's server secrets.
     private(set) var keyLog: KeyLogIntake?
-
-    public enum StartError: Error, CustomStringConvertible {
-        case cannotListen(SocketAddress, String)
-        case openProxy(SocketAddress)
-        case notAListeningSocket(Int32)
-        case keyLog(String)
-        public var description: String {
-            switch self {
-            case .keyLog(let why): return why
-            case .notAListeningSocket(let fd): return "fd \(fd) from socket activation is not an IP socket"
-            case .cannotListen(let a, let why): return "cannot listen on \(a): \(why)"
-            case .openProxy(let a):
-                return "refusing to listen on \(a) (beyond loopback) without an explicit proxy.allow_clients list: pinproxy is never an open proxy by accident"
-            }
-        }
-    }
 
     private func listen(on address: SocketAddress) throws {
         try checkNotOpen(address)
@@ -167,7 +136,8 @@ public final class Proxy {
         logStarted()
         scheduleStats()
         scheduleQuarantineLifts()
-        rotationTimer = Timer(loop: loop, after: rotation.clock.tickInterval, repeating: true) { [unowned self] in
+        rotationTimer = Timer(loop: loop, after: rotation.clock.tickInterval, repeating: true) { [weak self] in
+            guard let self else { return }
             if let banner = rotation.bypassBanner(snapshot.policy, enabled: debugBypassEnabled) { logger.emit(banner) }
         }
         MemoryTrim.run()  // glibc's arenas set up here, before any worker thread trims
@@ -218,7 +188,8 @@ public final class Proxy {
     private func pauseForWorkers() {
         guard workersBehind == nil else { return }
         for listener in listeners { listener.hold(.workersBehind) }
-        workersBehind = Timer(loop: loop, after: 0.002, repeating: true) { [unowned self] in
+        workersBehind = Timer(loop: loop, after: 0.002, repeating: true) { [weak self] in
+            guard let self else { return }
             guard stopping || supervisor.caughtUp else { return }
             workersBehind = nil
             for listener in listeners { listener.release(.workersBehind) }
@@ -379,7 +350,8 @@ public final class Proxy {
     private func scheduleStats() {
         let interval = snapshot.policy.proxy.statsInterval
         guard interval > 0 else { return }
-        statsTimer = Timer(loop: loop, after: interval, repeating: true) { [unowned self] in
+        statsTimer = Timer(loop: loop, after: interval, repeating: true) { [weak self] in
+            guard let self else { return }
             let fields = statsSample().fields
             if statsGate.shouldLog(fields, at: ContinuousClock.now) { logger.emit(LogRecord(.info, "stats", fields)) }
             systemd.status(statusLine())
@@ -424,7 +396,8 @@ public final class Proxy {
     private var quarantineTimer: Timer?
 
     private func scheduleQuarantineLifts() {
-        quarantineTimer = Timer(loop: loop, after: 1, repeating: true) { [unowned self] in
+        quarantineTimer = Timer(loop: loop, after: 1, repeating: true) { [weak self] in
+            guard let self else { return }
             for (key, entry) in quarantine.lift(at: Date()) {
                 logger.emit(SessionLog.quarantineLifted(key, entry: entry, because: "expired"))
             }

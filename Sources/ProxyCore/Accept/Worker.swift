@@ -46,7 +46,8 @@ final class Worker: @unchecked Sendable {
     private(set) lazy var resolver = Resolver(loop: loop, settings: snapshot.policy.proxy.dns, deadline: snapshot.policy.proxy.dnsTimeout)
     private lazy var probes: ProbeHub = {
         let hub = ProbeHub(loop: loop)
-        hub.probeEnded = { [unowned self, unowned hub] in
+        hub.probeEnded = { [weak self, weak hub] in
+            guard let self, let hub else { return }
             let latency = hub.latency
             tally.withLock { $0.probeLatency = latency }
         }
@@ -85,7 +86,7 @@ final class Worker: @unchecked Sendable {
 
     /// Starts the thread; `finished` runs on it once the loop has ended (drained or stopped).
     func start(finished: @escaping @Sendable (Worker) -> Void) {
-        let body = Unmanaged.passRetained(Body { [self] in
+        thread = LoopThread.start(stackSize: 8 << 20) { [self] in
             trimAfterBursts()
             loop.run()
             drainTimer = nil
@@ -94,19 +95,7 @@ final class Worker: @unchecked Sendable {
             for job in mailbox.shut() { job() }  // posted before the loop ended: each still runs
             finished(self)
             exited.signal()
-        })
-        var attributes = pthread_attr_t()
-        pthread_attr_init(&attributes)
-        defer { pthread_attr_destroy(&attributes) }
-        pthread_attr_setstacksize(&attributes, 8 << 20)
-        var id = pthread_t()
-        let created = pthread_create(&id, &attributes, { context in
-            let body = Unmanaged<Body>.fromOpaque(context!).takeRetainedValue()
-            body.run()
-            return nil
-        }, body.toOpaque())
-        precondition(created == 0, "pthread_create failed: \(errnoText(created))")
-        thread = id
+        }
     }
 
     /// Waits (bounded) until the worker's loop has ended, then joins its thread; false (and no
@@ -116,12 +105,6 @@ final class Worker: @unchecked Sendable {
         if let thread { pthread_join(thread, nil) }
         thread = nil
         return true
-    }
-
-    /// What the thread runs (boxed to cross pthread_create's C pointer).
-    private final class Body {
-        let run: () -> Void
-        init(_ run: @escaping () -> Void) { self.run = run }
     }
 
     var logger: Logger { shared.logger }
@@ -226,7 +209,8 @@ final class Worker: @unchecked Sendable {
         stopping = true
         for session in Array(sessions.values) where session.isReadingRequest { session.finish(.shutdown) }
         if sessions.isEmpty { return loop.stop() }
-        drainTimer = Timer(loop: loop, after: snapshot.policy.proxy.drainTimeout) { [unowned self] in
+        drainTimer = Timer(loop: loop, after: snapshot.policy.proxy.drainTimeout) { [weak self] in
+            guard let self else { return }
             for session in Array(sessions.values) { session.finish(.shutdown) }
             for session in Array(sessions.values) { session.release() }  // those still writing a refusal
             loop.stop()
@@ -317,7 +301,8 @@ final class Worker: @unchecked Sendable {
     /// memory below a live allocation, so without this a burst of stalled tunnels left the RSS at its
     /// peak for good. Checked every few seconds, so a steady trickle of sessions costs nothing.
     private func trimAfterBursts() {
-        trimTimer = Timer(loop: loop, after: 5, repeating: true) { [unowned self] in
+        trimTimer = Timer(loop: loop, after: 5, repeating: true) { [weak self] in
+            guard let self else { return }
             guard freedSinceTrim >= 64 || (freedSinceTrim > 0 && sessions.isEmpty) else { return }
             freedSinceTrim = 0
             MemoryTrim.run()

@@ -128,13 +128,15 @@ final class ProbeHub {
         started += 1
         let addresses = key.parent.map { [$0.parent.address] } ?? key.addresses.map { SocketAddress(ip: $0, port: key.port) }
         flight.connector = Connector(loop: loop, addresses: addresses, perAddress: settings.connectTimeout,
-                                     total: settings.connectTotalTimeout, through: key.parent) { [unowned self] outcome in
+                                     total: settings.connectTotalTimeout, through: key.parent) { [weak self] outcome in
+            guard let self else { return }
             switch outcome {
             case .failed(let refusal):
                 deliver(key, ProbeResult(outcome: .failed(refusal), address: nil, tlsVersion: nil))
             case .connected(let fd, let address):
                 flight.probe = Probe(loop: loop, context: context, fd: fd, address: address, serverName: key.serverName,
-                                     timeout: settings.probeTimeout) { [unowned self] result in
+                                     timeout: settings.probeTimeout) { [weak self] result in
+                    guard let self else { return }
                     if case .chain = result.outcome, settings.verifyCacheTTL > 0 {
                         cache.store(result, for: key, at: .now, until: .now + .milliseconds(Int(settings.verifyCacheTTL * 1000)))
                     }

@@ -28,7 +28,8 @@ final class KeyLogIntake: @unchecked Sendable {
     private let notifier: KeyLogNotifier
     private let book: KeyLogBook
     private var flood = KeyLogFlood()
-    private var notified: OpaquePointer?
+    /// The watch on the notifier; nil once stopping.
+    private var notified: LoopEvent?
     /// Whether `notified` is armed; off while a flood paces the reads.
     private var armed = false
     /// The next turn while a flood paces the reads (one every `pace`).
@@ -57,18 +58,16 @@ final class KeyLogIntake: @unchecked Sendable {
         buffer = .allocate(byteCount: 64 << 10, alignment: 16)
         book = KeyLogBook(capacity: maxWatches)
         mailbox = Mailbox(loop: loop)
-        notified = event_new(loop.base, notifier.fd, Int16(EV_READ | EV_PERSIST), { _, _, ctx in
-            let intake = Unmanaged<KeyLogIntake>.fromOpaque(ctx!).takeUnretainedValue()
-            withExtendedLifetime(intake) { intake.turn() }
-        }, Unmanaged.passUnretained(self).toOpaque())
-        event_add(notified, nil)
+        let watch = LoopEvent(loop: loop, fd: notifier.fd, what: Int16(EV_READ | EV_PERSIST)) { [weak self] _ in self?.turn() }
+        notified = watch
+        watch.add()
         armed = true
     }
 
     deinit {
-        if let notified { event_free(notified) }
+        notified = nil  // before the notifier it watches
         for fd in fifos { close(fd) }
-        explicit_bzero(buffer.baseAddress!, buffer.count)
+        wipe(buffer.count)
         buffer.deallocate()
     }
 
@@ -83,31 +82,19 @@ final class KeyLogIntake: @unchecked Sendable {
 
     /// Starts the intake's thread; what clients wrote before waits in the file.
     func start() {
-        let body = Unmanaged.passRetained(Body { [self] in
+        thread = LoopThread.start { [self] in
             turn()  // what was written before the loop ran
             loop.run()
             for job in mailbox.shut() { job() }  // a tunnel waiting on `readNow` still gets its answer
             exited.signal()
-        })
-        var id = pthread_t()
-        let created = pthread_create(&id, nil, { context in
-            Unmanaged<Body>.fromOpaque(context!).takeRetainedValue().run()
-            return nil
-        }, body.toOpaque())
-        precondition(created == 0, "pthread_create failed: \(errnoText(created))")
-        thread = id
-    }
-
-    private final class Body {
-        let run: () -> Void
-        init(_ run: @escaping () -> Void) { self.run = run }
+        }
     }
 
     /// On a clean stop: the thread ends, and nothing stays in the file.
     func stop() {
         if let thread {
             mailbox.post { [self] in
-                if let notified { event_free(notified) }
+                notified?.cancel()
                 notified = nil
                 paced = nil
                 fifoTimer = nil
@@ -134,7 +121,7 @@ final class KeyLogIntake: @unchecked Sendable {
         return KeyLogWatch(intake: self, id: id, clientRandom: clientRandom)
     }
 
-    fileprivate func cancel(id: Int, clientRandom: [UInt8]) {
+    func cancel(id: Int, clientRandom: [UInt8]) {
         lock.withLock { book.cancel(id: id, clientRandom: clientRandom) }
     }
 
@@ -174,16 +161,17 @@ final class KeyLogIntake: @unchecked Sendable {
     private func pace(busy: Bool) {
         guard let notified else { return }  // stopping
         if busy {
-            if armed { event_del(notified) }
+            if armed { notified.remove() }
             armed = false
             if paced == nil {
-                paced = Timer(loop: loop, after: Self.pace) { [unowned self] in
+                paced = Timer(loop: loop, after: Self.pace) { [weak self] in
+                    guard let self else { return }
                     paced = nil
                     turn()
                 }
             }
         } else if !armed {
-            event_add(notified, nil)
+            notified.add()
             armed = true
         }
     }
@@ -256,7 +244,7 @@ final class KeyLogIntake: @unchecked Sendable {
             guard n > 0 else { return }
             let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
             // Whole lines only; a chunk without a newline is one line too long to keep.
-            let usable = pp_memrchr(bytes.baseAddress, 0x0a, UInt(n)).map { bytes.baseAddress!.distance(to: $0) + 1 } ?? n
+            let usable = bytes.baseAddress.flatMap { start in pp_memrchr(start, 0x0a, UInt(n)).map { start.distance(to: $0) + 1 } } ?? n
             var parsed = 0
             lock.withLock {
                 var lines: [Range<Int>] = []
@@ -268,7 +256,7 @@ final class KeyLogIntake: @unchecked Sendable {
                 book.noteSkipped(Int64(usable - parsed))
             }
             flood.skipped(Int64(usable - parsed))
-            explicit_bzero(buffer.baseAddress!, n)
+            wipe(n)
             file.skip(Int64(usable))
         }
     }
@@ -354,7 +342,8 @@ final class KeyLogIntake: @unchecked Sendable {
         fifos.append(fd)
         drainFIFOs()
         if fifoTimer == nil {
-            fifoTimer = Timer(loop: loop, after: 1) { [unowned self] in
+            fifoTimer = Timer(loop: loop, after: 1) { [weak self] in
+                guard let self else { return }
                 fifoTimer = nil
                 closeFIFOs()
             }
@@ -365,107 +354,18 @@ final class KeyLogIntake: @unchecked Sendable {
         for fd in fifos {
             for _ in 0..<64 where Glibc.read(fd, buffer.baseAddress, buffer.count) > 0 {}
         }
-        explicit_bzero(buffer.baseAddress!, buffer.count)
+        wipe(buffer.count)
+    }
+
+    /// Zeroes the first `count` bytes of the read buffer (they may hold secrets).
+    private func wipe(_ count: Int) {
+        guard let start = buffer.baseAddress else { return }
+        explicit_bzero(start, count)
     }
 
     private func closeFIFOs() {
         drainFIFOs()
         for fd in fifos { close(fd) }
         fifos = []
-    }
-}
-
-/// Interest in one client random's key lines; cancelled by `cancel()` or when released.
-final class KeyLogWatch {
-    private weak var intake: KeyLogIntake?
-    private var id: Int?
-    private let clientRandom: [UInt8]
-
-    fileprivate init(intake: KeyLogIntake, id: Int?, clientRandom: [UInt8]) {
-        self.intake = intake
-        self.id = id
-        self.clientRandom = clientRandom
-    }
-
-    /// Whether the watch was registered (false: the table was full, or the random not 32 bytes).
-    var isActive: Bool { id != nil }
-
-    func cancel() {
-        guard let id else { return }
-        self.id = nil
-        intake?.cancel(id: id, clientRandom: clientRandom)
-    }
-
-    deinit { cancel() }
-}
-
-@available(*, unavailable) extension KeyLogWatch: Sendable {}
-
-/// A worker's view of the key-log intake: the watches its tunnels make, their deliveries run on the
-/// worker's own loop (the line was read on the intake's thread),
-/// its timers on its loop, and the `wait` of the snapshot the worker holds.
-final class WorkerKeyLog: KeyLogSource, @unchecked Sendable {
-    let intake: KeyLogIntake
-    private let loop: EventLoop
-    private let mailbox: Mailbox
-    /// Deliveries read on another thread (or by `readNow`), waiting to run on this worker.
-    private let pending = Locked([() -> Void]())
-    /// Set by the worker from its snapshot (worker thread only).
-    var waitSeconds: Double
-    var path: String { intake.settings.path }
-
-    init(intake: KeyLogIntake, loop: EventLoop, mailbox: Mailbox) {
-        self.intake = intake
-        self.loop = loop
-        self.mailbox = mailbox
-        waitSeconds = intake.settings.wait
-    }
-
-    func follow(clientRandom: [UInt8], _ deliver: @escaping (KeyLogDelivery) -> Void) -> AnyObject {
-        let token = Following()
-        let live = token.live
-        token.watch = intake.watch(clientRandom: clientRandom) { [weak self] delivery in
-            self?.handOver { if live.following { deliver(delivery) } }
-        }
-        return token
-    }
-
-    /// Has the intake read the file now, then runs `done` on this worker after what that read (or an
-    /// earlier one) delivered here: the caller is about to declare a line missing and must see every
-    /// line already written.
-    func readNow(then done: @escaping () -> Void) {
-        intake.readNow { [weak self] in self?.handOver(done) }
-    }
-
-    func after(_ seconds: Double, _ action: @escaping () -> Void) -> AnyObject {
-        Timer(loop: loop, after: seconds, action)
-    }
-
-    private func handOver(_ job: @escaping () -> Void) {
-        let first = pending.withLock { queue -> Bool in
-            queue.append(job)
-            return queue.count == 1
-        }
-        if first { mailbox.post { [weak self] in self?.runPending() } }
-    }
-
-    private func runPending() {
-        let jobs = pending.withLock { queue -> [() -> Void] in
-            defer { queue = [] }
-            return queue
-        }
-        for job in jobs { job() }
-    }
-
-    /// Whether the tunnel still follows (worker thread only): a delivery queued before it stopped is dropped.
-    private final class Live { var following = true }
-
-    private final class Following {
-        let live = Live()
-        var watch: KeyLogWatch?
-        deinit {
-            live.following = false
-            watch?.cancel()
-        }
     }
 }

@@ -57,6 +57,7 @@ final class MetricsServer {
         guard let made else { throw StartError.cannotListen(address, errnoText(errno)) }
         listener = made
         boundAddress = SocketAddress.local(of: evconnlistener_get_fd(made)) ?? address
+        // Unretained: `deinit` frees the listener, so no callback can run once the server is gone.
         let context = Unmanaged.passUnretained(self).toOpaque()
         evconnlistener_set_cb(made, metricsAcceptCB, context)
         evconnlistener_set_error_cb(made, metricsAcceptFailedCB)
@@ -142,7 +143,7 @@ private final class MetricsConnection {
     }
 
     func start(deadline seconds: Double) {
-        deadline = Timer(loop: loop, after: seconds) { [unowned self] in close() }
+        deadline = Timer(loop: loop, after: seconds) { [weak self] in self?.close() }
         side.route(to: self, read: metricsReadCB, write: metricsWrittenCB, event: metricsEventCB)
         side.setWatermark(EV_READ, low: 0, high: MetricsServer.maxHeaderBytes + 1)
         side.enable(EV_READ)

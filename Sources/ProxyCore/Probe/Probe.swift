@@ -44,13 +44,17 @@ final class Probe {
             return
         }
         self.bev = bev
-        bufferevent_setcb(bev, nil, nil, { bev, what, ctx in
+        // Unretained: `release()` (in `deinit` at the latest) clears the callbacks and frees the
+        // bufferevent, so none runs once the probe is gone.
+        bufferevent_setcb(bev, nil, nil, { _, what, ctx in
             let savedErrno = errno  // first thing: any later call may overwrite it
-            let probe = Unmanaged<Probe>.fromOpaque(ctx!).takeUnretainedValue()
+            guard let ctx else { preconditionFailure("probe callback without its Probe") }
+            let probe = Unmanaged<Probe>.fromOpaque(ctx).takeUnretainedValue()
             withExtendedLifetime(probe) { probe.onEvent(what, errno: savedErrno) }
         }, Unmanaged.passUnretained(self).toOpaque())
         bufferevent_enable(bev, Int16(EV_READ | EV_WRITE))
-        timer = Timer(loop: loop, after: timeout) { [unowned self] in
+        timer = Timer(loop: loop, after: timeout) { [weak self] in
+            guard let self else { return }
             finish(.failed(.probeTimeout), version: nil)
         }
     }

@@ -58,8 +58,9 @@ final class PendingBytes {
 
     /// Sends what it can; `.moved(0)` when all went out or the receiver must drain first.
     func flush(to receiver: Int32) -> Pumped {
+        guard let start = bytes.baseAddress else { return .moved(0) }  // nothing was held
         while sent < bytes.count {
-            let n = send(receiver, bytes.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
+            let n = send(receiver, start + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
             if n > 0 { sent += n; continue }
             if n < 0 && !wouldBlock(errno) { return .writeFailed(errno) }
             break
@@ -80,15 +81,16 @@ final class CopyConduit: Conduit {
 
     func pump(from sender: Int32, to receiver: Int32) -> Pumped {
         let block = shared.scratch
+        guard let start = block.baseAddress else { preconditionFailure("an empty scratch block") }
         var total = 0
         for _ in 0..<blocksPerWakeup {
-            let got = read(sender, block.baseAddress, block.count)
+            let got = read(sender, start, block.count)
             if got == 0 { return total > 0 ? .moved(total) : .eof }  // the EOF is read again next wakeup
             if got < 0 { return wouldBlock(errno) || total > 0 ? .moved(total) : .readFailed(errno) }
             total += got
             var put = 0
             while put < got {
-                let n = send(receiver, block.baseAddress! + put, got - put, Int32(MSG_NOSIGNAL))
+                let n = send(receiver, start + put, got - put, Int32(MSG_NOSIGNAL))
                 if n > 0 { put += n; continue }
                 if n < 0 && !wouldBlock(errno) { return .writeFailed(errno) }
                 break
@@ -129,11 +131,8 @@ final class SpliceConduit: Conduit {
     }
 
     func pump(from sender: Int32, to receiver: Int32) -> Pumped {
-        if pipe == nil {
-            guard let fresh = shared.takePipe() else { return .readFailed(errno) }  // out of descriptors
-            pipe = fresh
-        }
-        let pipe = self.pipe!
+        guard let pipe = self.pipe ?? shared.takePipe() else { return .readFailed(errno) }  // out of descriptors
+        self.pipe = pipe
         var total = 0
         defer { if held == 0 { shared.give(pipe); self.pipe = nil } }
         for _ in 0..<blocksPerWakeup {
@@ -238,8 +237,8 @@ final class RelayShared {
 final class FastRelay {
     private struct Side {
         let fd: Int32
-        let readEvent: OpaquePointer
-        let writeEvent: OpaquePointer
+        let readEvent: LoopEvent
+        let writeEvent: LoopEvent
         /// What this side sent that waits for the other side.
         let outgoing: Conduit
         /// What this side sent during the bufferevent stage that had not reached the other side
@@ -250,56 +249,65 @@ final class FastRelay {
         var held: Int { (carried?.remaining ?? 0) + outgoing.held }
     }
 
-    private var client: Side!
-    private var upstream: Side!
+    private var client: Side
+    private var upstream: Side
     private(set) var book: RelayBook
     private(set) var lastActivity = ContinuousClock.now
     private var onEnd: ((RelayEnd) -> Void)?
-    /// Kept so the base outlives the events freed in `deinit`.
-    private let loop: EventLoop
 
     /// - Parameter carried: what each side sent that the bufferevents had not passed on yet.
     init(loop: EventLoop, method: RelayMethod, client clientFD: Int32, upstream upstreamFD: Int32, book: RelayBook,
          carried: (fromClient: PendingBytes?, fromUpstream: PendingBytes?), onEnd: @escaping (RelayEnd) -> Void) {
-        self.loop = loop
         self.book = book
         self.onEnd = onEnd
-        let context = Unmanaged.passUnretained(self).toOpaque()
         func side(_ fd: Int32, carrying: PendingBytes?) -> Side {
             let conduit: Conduit = method == .splice ? SpliceConduit(shared: loop.relayShared) : CopyConduit(shared: loop.relayShared)
             return Side(fd: fd,
-                        readEvent: event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), fastReadCB, context)!,
-                        writeEvent: event_new(loop.base, fd, Int16(EV_WRITE | EV_PERSIST), fastWriteCB, context)!,
+                        readEvent: LoopEvent(loop: loop, fd: fd, what: Int16(EV_READ | EV_PERSIST)),
+                        writeEvent: LoopEvent(loop: loop, fd: fd, what: Int16(EV_WRITE | EV_PERSIST)),
                         outgoing: conduit, carried: carrying.flatMap { $0.remaining > 0 ? $0 : nil })
         }
         client = side(clientFD, carrying: carried.fromClient)
         upstream = side(upstreamFD, carrying: carried.fromUpstream)
+        // The actions need `self`, so they come once it is complete; no event is added before `start`.
+        // An action may end the tunnel and drop the last reference to us: `guard let self` keeps us
+        // until it returns.
+        for side in [TunnelSide.client, .upstream] {
+            self[side].readEvent.action = { [weak self] _ in
+                guard let self else { return }
+                readable(side)
+            }
+            self[side].writeEvent.action = { [weak self] _ in
+                guard let self else { return }
+                writable(side)
+            }
+        }
     }
 
     /// Starts reading each side, or, when it has carried bytes, writing them to the other side first.
     func start() {
         for side in [TunnelSide.client, .upstream] {
             book[side].readPaused = self[side].carried != nil
-            event_add(self[side].carried != nil ? self[side.other].writeEvent : self[side].readEvent, nil)
+            (self[side].carried != nil ? self[side.other].writeEvent : self[side].readEvent).add()
         }
     }
 
     /// The two sockets it carries (closed when it is freed).
-    var sockets: [Int32] { [client!.fd, upstream!.fd] }
+    var sockets: [Int32] { [client.fd, upstream.fd] }
 
     /// Stops without calling back.
     func cancel() {
         onEnd = nil
-        for side in [client!, upstream!] {
-            event_del(side.readEvent)
-            event_del(side.writeEvent)
+        for side in [client, upstream] {
+            side.readEvent.remove()
+            side.writeEvent.remove()
         }
     }
 
     deinit {
-        for side in [client!, upstream!] {
-            event_free(side.readEvent)
-            event_free(side.writeEvent)
+        for side in [client, upstream] {
+            side.readEvent.cancel()  // the events go before the sockets they watch
+            side.writeEvent.cancel()
             close(side.fd)
         }
     }
@@ -309,10 +317,8 @@ final class FastRelay {
         set { if side == .client { client = newValue } else { upstream = newValue } }
     }
 
-    fileprivate func side(of fd: Int32) -> TunnelSide { fd == client.fd ? .client : .upstream }
-
     /// `side` sent something (or hung up): pass it on.
-    fileprivate func readable(_ side: TunnelSide) {
+    private func readable(_ side: TunnelSide) {
         let source = self[side], sink = self[side.other]
         switch source.outgoing.pump(from: source.fd, to: sink.fd) {
         case .moved(let count):
@@ -320,7 +326,7 @@ final class FastRelay {
             lastActivity = .now
             take(book.moved(count, from: side, queuedAtOther: source.held, limit: 1))
         case .eof:
-            event_del(source.readEvent)  // level-triggered: an EOF stays readable
+            source.readEvent.remove()  // level-triggered: an EOF stays readable
             take(book.sentEOF(side, queuedAtOther: source.held))
         case .readFailed(let code):
             end(Self.failure(code, on: side))
@@ -330,7 +336,7 @@ final class FastRelay {
     }
 
     /// `side` can take more of what the other side sent.
-    fileprivate func writable(_ side: TunnelSide) {
+    private func writable(_ side: TunnelSide) {
         let sender = side.other
         if let carried = self[sender].carried {
             if case .writeFailed(let code) = carried.flush(to: self[side].fd) { return end(Self.failure(code, on: side)) }
@@ -341,7 +347,7 @@ final class FastRelay {
         if case .writeFailed(let code) = self[sender].outgoing.flush(to: self[side].fd) { return end(Self.failure(code, on: side)) }
         lastActivity = .now
         guard self[sender].held == 0 else { return }
-        event_del(self[side].writeEvent)
+        self[side].writeEvent.remove()
         take(book.drained(side, queued: 0, limit: 1))
     }
 
@@ -349,10 +355,10 @@ final class FastRelay {
         for step in steps {
             switch step {
             case .pauseReading(let side):
-                event_del(self[side].readEvent)
-                event_add(self[side.other].writeEvent, nil)
+                self[side].readEvent.remove()
+                self[side.other].writeEvent.add()
             case .resumeReading(let side):
-                event_add(self[side].readEvent, nil)
+                self[side].readEvent.add()
             case .shutDownWrite(let side):
                 shutdown(self[side].fd, Int32(SHUT_WR))
             case .finished:
@@ -370,15 +376,4 @@ final class FastRelay {
         cancel()
         done?(how)
     }
-}
-
-// The C trampolines: the callback may drop the last reference to the relay (the session ends), so
-// it stays alive until they return.
-private let fastReadCB: event_callback_fn = { fd, _, ctx in
-    let relay = Unmanaged<FastRelay>.fromOpaque(ctx!).takeUnretainedValue()
-    withExtendedLifetime(relay) { relay.readable(relay.side(of: fd)) }
-}
-private let fastWriteCB: event_callback_fn = { fd, _, ctx in
-    let relay = Unmanaged<FastRelay>.fromOpaque(ctx!).takeUnretainedValue()
-    withExtendedLifetime(relay) { relay.writable(relay.side(of: fd)) }
 }

@@ -66,9 +66,23 @@ final class BufferEvent {
     var output: OpaquePointer { bufferevent_get_output(ref) }
     var fd: Int32 { bufferevent_getfd(ref) }
 
-    /// Routes this bufferevent's callbacks to `target` (read, write, event), with `target` as context.
+    /// Who the callbacks go to, if anyone.
+    private var target: ObjectIdentifier?
+
+    /// Routes this bufferevent's callbacks to `target` (read, write, event), with `target` as an
+    /// unretained context. Safe while `target` holds this bufferevent alone (its `deinit` frees the
+    /// callbacks with it); a target that shares it calls `unroute(from:)` in its `deinit`.
     func route(to target: AnyObject, read: bufferevent_data_cb?, write: bufferevent_data_cb?, event: bufferevent_event_cb?) {
+        self.target = ObjectIdentifier(target)
         bufferevent_setcb(ref, read, write, event, Unmanaged.passUnretained(target).toOpaque())
+    }
+
+    /// Clears the callbacks if they still go to `target` (which is going away); a later `route`
+    /// to someone else is left alone.
+    func unroute(from target: AnyObject) {
+        guard self.target == ObjectIdentifier(target) else { return }
+        self.target = nil
+        bufferevent_setcb(ref, nil, nil, nil, nil)
     }
 
     func enable(_ what: Int32) { bufferevent_enable(ref, Int16(what)) }
@@ -80,6 +94,7 @@ final class BufferEvent {
     /// (`bufferevent_setfd(-1)`), so freeing it no longer closes it. The caller now owns the fd.
     func takeSocket() -> Int32 {
         let fd = self.fd
+        target = nil
         bufferevent_setcb(ref, nil, nil, nil, nil)
         bufferevent_disable(ref, Int16(EV_READ | EV_WRITE))
         bufferevent_setfd(ref, -1)
@@ -144,6 +159,12 @@ final class Relay {
         check?.decide = { [weak self] side, inspection in self?.decided(side, inspection) }
     }
 
+    /// The session keeps its client bufferevent after the relay: no callback may reach us then.
+    deinit {
+        sides?.client.bev.unroute(from: self)
+        sides?.upstream.bev.unroute(from: self)
+    }
+
     /// Takes over both bufferevents and passes on what the client already sent.
     func start() {
         checkedActivity = .now
@@ -203,7 +224,8 @@ final class Relay {
         let clientFD = sides.client.bev.takeSocket(), upstreamFD = sides.upstream.bev.takeSocket()
         let carried = (fromClient: sides.upstream.bev.takeOutput(), fromUpstream: sides.client.bev.takeOutput())
         self.sides = nil  // frees the upstream bufferevent; the session's client one stays, without its socket
-        let relay = FastRelay(loop: loop, method: method, client: clientFD, upstream: upstreamFD, book: book, carried: carried) { [unowned self] how in
+        let relay = FastRelay(loop: loop, method: method, client: clientFD, upstream: upstreamFD, book: book, carried: carried) { [weak self] how in
+            guard let self else { return }
             end(how)
         }
         fast = relay
@@ -353,7 +375,8 @@ final class Relay {
     /// A timer that rearms itself until nothing moved for `idle_timeout`.
     private func armIdleTimer() {
         let remaining = idleTimeout - (ContinuousClock.now - lastActivity).seconds
-        idleTimer = Timer(loop: loop, after: max(0.05, remaining)) { [unowned self] in
+        idleTimer = Timer(loop: loop, after: max(0.05, remaining)) { [weak self] in
+            guard let self else { return }
             if (ContinuousClock.now - lastActivity).seconds >= idleTimeout { end(.idle) } else { armIdleTimer() }
         }
     }
@@ -382,21 +405,21 @@ final class Relay {
 
 // The C trampolines: non-capturing, they find the relay and hand the event over. The callback may
 // drop the last reference to the relay (the session ends), so it stays alive until they return.
-private func relay(_ ctx: UnsafeMutableRawPointer?) -> Relay {
-    guard let ctx else { preconditionFailure("bufferevent callback without its relay") }
-    return Unmanaged<Relay>.fromOpaque(ctx).takeUnretainedValue()
+private func relay(_ ctx: UnsafeMutableRawPointer?, _ bev: OpaquePointer?) -> (Relay, OpaquePointer) {
+    guard let ctx, let bev else { preconditionFailure("bufferevent callback without its relay or bufferevent") }
+    return (Unmanaged<Relay>.fromOpaque(ctx).takeUnretainedValue(), bev)
 }
 
 private let relayReadCB: bufferevent_data_cb = { bev, ctx in
-    let r = relay(ctx)
-    withExtendedLifetime(r) { r.readable(r.side(of: bev!)) }
+    let (r, bev) = relay(ctx, bev)
+    withExtendedLifetime(r) { r.readable(r.side(of: bev)) }
 }
 private let relayWriteCB: bufferevent_data_cb = { bev, ctx in
-    let r = relay(ctx)
-    withExtendedLifetime(r) { r.written(to: r.side(of: bev!)) }
+    let (r, bev) = relay(ctx, bev)
+    withExtendedLifetime(r) { r.written(to: r.side(of: bev)) }
 }
 private let relayEventCB: bufferevent_event_cb = { bev, what, ctx in
     let savedErrno = errno  // first thing: later calls overwrite it
-    let r = relay(ctx)
-    withExtendedLifetime(r) { r.event(on: r.side(of: bev!), what, errno: savedErrno) }
+    let (r, bev) = relay(ctx, bev)
+    withExtendedLifetime(r) { r.event(on: r.side(of: bev), what, errno: savedErrno) }
 }

@@ -23,7 +23,8 @@ final class Connector {
     private var completion: ((Outcome) -> Void)?
     private var fd: Int32 = -1
     private var current: SocketAddress?
-    private var event: OpaquePointer?
+    /// The watch on `fd`: writable (connected or failed), then readable (the parent's answer).
+    private var event: LoopEvent?
     /// How each address failed, in order.
     private var failures: [(address: SocketAddress, failure: Failure)] = []
     private let hop: ParentHop?
@@ -62,7 +63,7 @@ final class Connector {
     deinit { clear(closing: true) }
 
     private func clear(closing: Bool) {
-        if let event { event_free(event) }
+        event?.cancel()  // before the close: we may be inside its callback, where dropping it frees it later
         event = nil
         if closing && fd >= 0 { close(fd) }
         fd = -1
@@ -93,13 +94,13 @@ final class Connector {
             clear(closing: true)
             return tryNext()
         }
-        event = event_new(loop.base, fd, Int16(EV_WRITE), { _, what, ctx in
-            // The callback may drop the last reference to us; stay alive until it returns.
-            let connector = Unmanaged<Connector>.fromOpaque(ctx!).takeUnretainedValue()
-            withExtendedLifetime(connector) { connector.onWritable(timedOut: what & Int16(EV_TIMEOUT) != 0) }
-        }, Unmanaged.passUnretained(self).toOpaque())
-        var tv = min(perAddress, left).timeval
-        event_add(event, &tv)
+        // The completion may drop the last reference to us: `guard let self` keeps us until it returns.
+        let writable = LoopEvent(loop: loop, fd: fd, what: Int16(EV_WRITE)) { [weak self] what in
+            guard let self else { return }
+            onWritable(timedOut: what & Int16(EV_TIMEOUT) != 0)
+        }
+        event = writable
+        writable.add(timeout: min(perAddress, left))
     }
 
     private func onWritable(timedOut: Bool) {
@@ -133,7 +134,7 @@ final class Connector {
 
     /// Sends the CONNECT to the parent, then waits for its answer head.
     private func askParent(_ hop: ParentHop, address: SocketAddress) {
-        if let event { event_free(event) }
+        event?.cancel()
         event = nil
         let request = hop.request
         let sent = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -142,12 +143,12 @@ final class Connector {
             clear(closing: true)
             return fail(hop.failure(sent < 0 ? errnoText(code) : "it did not take the request"))
         }
-        event = event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), { _, what, ctx in
-            let connector = Unmanaged<Connector>.fromOpaque(ctx!).takeUnretainedValue()
-            withExtendedLifetime(connector) { connector.onParentAnswer(timedOut: what & Int16(EV_TIMEOUT) != 0) }
-        }, Unmanaged.passUnretained(self).toOpaque())
-        var tv = max(0.001, deadline.timeIntervalSinceNow).timeval
-        event_add(event, &tv)
+        let answer = LoopEvent(loop: loop, fd: fd, what: Int16(EV_READ | EV_PERSIST)) { [weak self] what in
+            guard let self else { return }
+            onParentAnswer(timedOut: what & Int16(EV_TIMEOUT) != 0)
+        }
+        event = answer
+        answer.add(timeout: max(0.001, deadline.timeIntervalSinceNow))
     }
 
     /// Reads the parent's answer head without taking a byte past it (peek, then consume exactly
