@@ -12,6 +12,7 @@ import Testing
         counters.bypassed = 105; counters.unpinned = 106; counters.closed = 107; counters.bytesUp = 108
         counters.bytesDown = 109; counters.closedByReload = 110; counters.liveSessionObjects = 111
         counters.silentReaped = 112; counters.reloadsSucceeded = 113; counters.reloadsFailed = 114
+        counters.interceptionsSuspected = 115; counters.unverifiedResumptions = 116
         // A pin mismatch at the probe and one in the stream are one series (the line's `reason`).
         counters.refusedByReason = [.decision(.policy(.pinMismatch)): 2, .stream(.policy(.pinMismatch)): 1, .decision(.network(.dnsError)): 2,
                                     .decision(.network(.outOfFileDescriptors)): 1]
@@ -19,7 +20,7 @@ import Testing
         keyLog.lines = 201; keyLog.kept = 202; keyLog.dropped = 203; keyLog.unparsable = 204; keyLog.tooLong = 205
         keyLog.watchesRefused = 206; keyLog.skippedBytes = 207
         let stats = StatsSample(counters: counters, activeSessions: 301, tunnels: 302, probes: 303, probeCacheHits: 304,
-                                keyLog: keyLog, keyLogWatches: 305, workers: 4)
+                                keyLog: keyLog, keyLogWatches: 305, workers: 4, quarantined: 306)
         var latency = ProbeLatency()
         latency.record(seconds: 0.003)
         latency.record(seconds: 0.3)
@@ -42,10 +43,11 @@ import Testing
             "accepted", "active_sessions", "tunnels", "allowed", "refused", "bypassed", "unpinned_total", "rejected",
             "closed", "bytes_up", "bytes_down", "probes", "probe_cache_hits", "live_session_objects", "silent_reaped",
             "keylog_lines", "keylog_kept", "keylog_dropped", "keylog_unparsable", "keylog_too_long", "keylog_watches",
-            "keylog_watches_refused", "keylog_skipped_bytes", "workers",
+            "keylog_watches_refused", "keylog_skipped_bytes", "workers", "interceptions_suspected", "quarantined",
+            "resumptions_unverified",
         ])
         let values = Self.sample.stats.fields.map { "\($0.0)=\($0.1.json)" }
-        #expect(values.first == "accepted=101" && values.last == "workers=4" && values.contains("keylog_skipped_bytes=207"))
+        #expect(values.first == "accepted=101" && values.last == "resumptions_unverified=116" && values.contains("keylog_skipped_bytes=207"))
     }
 
     @Test func rendersTheExactText() {
@@ -120,6 +122,15 @@ import Testing
         # HELP pinproxy_workers Worker loops (proxy.workers).
         # TYPE pinproxy_workers gauge
         pinproxy_workers 4
+        # HELP pinproxy_interceptions_suspected_total Checks that caught a chain failing an enforced rule while another look passed, or a mirror flight not signed by its key (interception_suspected).
+        # TYPE pinproxy_interceptions_suspected_total counter
+        pinproxy_interceptions_suspected_total 115
+        # HELP pinproxy_quarantined Host:ports quarantined now after a caught interception.
+        # TYPE pinproxy_quarantined gauge
+        pinproxy_quarantined 306
+        # HELP pinproxy_resumptions_unverified_total Pinned TLS 1.3 tunnels that resumed a session with no key-log line (verify=resumption-unverified).
+        # TYPE pinproxy_resumptions_unverified_total counter
+        pinproxy_resumptions_unverified_total 116
         # HELP pinproxy_refusals_total Tunnel refusals by reason code (as in tunnel_refused); only reasons seen since start.
         # TYPE pinproxy_refusals_total counter
         pinproxy_refusals_total{reason="dns_error"} 2

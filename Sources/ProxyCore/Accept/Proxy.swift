@@ -135,7 +135,7 @@ public final class Proxy {
         systemd.handleSignals(stop: { [weak self] in self?.stop(signal: $0) }, reload: { [weak self] in self?.reload() })
         logStarted()
         scheduleStats()
-        scheduleQuarantineLifts()
+        quarantineLifts = QuarantineLifts(loop: loop, quarantine: quarantine, logger: logger)
         rotationTimer = Timer(loop: loop, after: rotation.clock.tickInterval, repeating: true) { [weak self] in
             guard let self else { return }
             if let banner = rotation.bypassBanner(snapshot.policy, enabled: debugBypassEnabled) { logger.emit(banner) }
@@ -156,7 +156,7 @@ public final class Proxy {
         logger.emit(LogRecord(.info, "stopped", statsSample().fields + [("version", .string(BuildInfo.version))]))
         systemd.end()
         statsTimer = nil
-        quarantineTimer = nil
+        quarantineLifts = nil
     }
 
     // MARK: accepting
@@ -392,17 +392,8 @@ public final class Proxy {
     let resumptions = ResumptionLedger()
     /// The host:ports where a check caught an interception, for every worker.
     let quarantine = Quarantine()
-    /// Lifts the quarantines that ran out, each with its `quarantine_lifted` line.
-    private var quarantineTimer: Timer?
-
-    private func scheduleQuarantineLifts() {
-        quarantineTimer = Timer(loop: loop, after: 1, repeating: true) { [weak self] in
-            guard let self else { return }
-            for (key, entry) in quarantine.lift(at: Date()) {
-                logger.emit(SessionLog.quarantineLifted(key, entry: entry, because: "expired"))
-            }
-        }
-    }
+    /// Lifts the quarantines that ran out.
+    private var quarantineLifts: QuarantineLifts?
 }
 
 @available(*, unavailable) extension Proxy: Sendable {}

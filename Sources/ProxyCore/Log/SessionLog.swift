@@ -32,6 +32,7 @@ enum SessionLog {
         // A TLS 1.3 resumption nothing verified: allowed (clients do not recover from a refused
         // one), but never quietly.
         case .closed(_, let tunnel) where tunnel.stream?.verification == .resumptionUnverified: return .warning
+        case .closed(_, let tunnel) where tunnel.stream?.verification == .probeOnly && tunnel.stream?.unverifiedBecause != nil: return .warning
         case .closed: return .info
         }
     }

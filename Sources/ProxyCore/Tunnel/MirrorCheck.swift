@@ -45,6 +45,8 @@ final class MirrorCheck {
     private var secondHello: ClientHello?
     /// The records that carried it (a compatibility ChangeCipherSpec included).
     private var secondFlight: [UInt8] = []
+    /// The mirror's server asked for another group by a HelloRetryRequest.
+    private var retried = false
     private var deadline: Timer?
     /// Called once, when the mirror decides after the bytes that started it.
     var onProgress: ((Progress) -> Void)?
@@ -133,6 +135,9 @@ final class MirrorCheck {
         case .verified(let flight):
             decide(.shown(chain: flight.chain, version: 0x0304))
         case .unverifiable(let why):
+            // Asked by a retry for what pinproxy cannot read: an interceptor could ask every
+            // connection so, to blind the mirror and take the client's. Not an answer to rely on.
+            if retried { return decide(.lost("the server's HelloRetryRequest led the mirror to what it cannot check: \(why)")) }
             decide(.unavailable(why.description))
         case .failed(let why):
             decide(.failed(why.description))
@@ -143,10 +148,13 @@ final class MirrorCheck {
         guard case .awaitingSecondHello(var handshake) = phase else { return }
         do {
             let bytes = try handshake.secondHello(mirroring: second, records: secondFlight)
+            retried = true
             phase = .reading(handshake)
             connection.write(bytes)
         } catch {
-            decide(.unavailable("the client's second ClientHello cannot be mirrored: \(error)"))
+            // The client's retry and the mirror's disagree (another group, a cookie in one only):
+            // the two connections were answered differently, which a server does not do.
+            decide(.lost("the mirror's HelloRetryRequest does not match the client's: \(error)"))
         }
     }
 
