@@ -45,7 +45,7 @@ import Testing
         let tunnel = try #require(LogCost.tunnel(policy: policy, host: "api.test", port: 443, address: IPAddress("127.0.0.1")!,
                                                  chain: .verified(VerifiedChain(leafFirst: [leaf, root]))))
         let record = DecisionRecord(conn: 0, client: SocketAddress(ip: IPAddress("127.0.0.1")!, port: 50000),
-                                    .opened(tunnel.admitted, tunnel.passage, address: tunnel.address))
+                                    .opened(tunnel.asked, tunnel.passage, address: tunnel.address))
         let decision = SessionLog.decision(record, tunnel.passage.decision)
         let closed = SessionLog.end(.closed(.relay(.finished), ClosedTunnel(record: record, bytesUp: 1, bytesDown: 2,
                                                                            duration: .milliseconds(3), stream: nil, relay: .copy)))

@@ -42,7 +42,7 @@ import Testing
         guard case .probe(let key) = parsed(&m, "api.example.test:443") else { Issue.record("expected a probe"); return }
         #expect(key.serverName == "api.example.test" && key.port == 443 && key.addresses.map(\.description) == ["127.0.0.5"])
         #expect(m.holdsTunnelSlot)
-        guard case .probing(let admitted, let rule) = m.state, case .pinned(rule) = admitted.basis else { Issue.record("\(m.state)"); return }
+        guard case .probing(_, let rule) = m.state else { Issue.record("\(m.state)"); return }
         #expect(rule.line == 8)
     }
 
@@ -53,7 +53,7 @@ import Testing
         #expect(addresses.map(\.description) == ["127.0.0.9"])
         guard case .open(let record, let decision) = m.connected(to: SocketAddress.parse("127.0.0.9:443")!) else { Issue.record("expected open"); return }
         #expect(decision == .unpinned(.ruleUnpinned) && record.address?.description == "127.0.0.9:443" && record.judgement == nil)
-        guard case .opened(_, .unpinned(.ruleUnpinned), _) = record.stage else { Issue.record("\(record.stage)"); return }
+        guard case .opened(_, .unpinned(.ruleUnpinned, let rule?), _) = record.stage, rule.line == 10 else { Issue.record("\(record.stage)"); return }
         guard case .close(.relay(.finished), let closed) = m.ended(.relay(.finished)), closed.passage?.decision == .unpinned(.ruleUnpinned) else {
             Issue.record("expected the close of an open tunnel"); return
         }
@@ -68,14 +68,14 @@ import Testing
         guard case .refuse(let refusal, let record) = parsed(&a, "api.example.test:22", available: false) else { Issue.record("expected a refusal"); return }
         #expect(refusal.status == 403 && refusal.code == .policy(.portNotAllowed))
         // Refused by admission: what was asked, under which file, and no rule.
-        guard case .asked(let asked, policySource: "test.yaml") = record.stage, asked.port == 22, record.rule == nil else {
+        guard case .asked(let asked) = record.stage, asked.authority.port == 22, record.policySource == "test.yaml", record.rule == nil else {
             Issue.record("\(record.stage)"); return
         }
         var b = machine()
         guard case .refuse(let capped, let admitted) = parsed(&b, "api.example.test:443", available: false) else { Issue.record("expected a refusal"); return }
         #expect(capped.status == 503 && capped.code == .network(.connectionLimitReached))
         // Admitted, then capped: the rule that admitted it is in the line.
-        guard case .admitted(let connect) = admitted.stage, case .pinned(let rule) = connect.basis, rule.line == 8 else {
+        guard case .admitted(_, .pinned(let rule)) = admitted.stage, rule.line == 8 else {
             Issue.record("\(admitted.stage)"); return
         }
         #expect(!a.holdsTunnelSlot && !b.holdsTunnelSlot)
@@ -116,7 +116,7 @@ import Testing
         let failed = ProbeResult(outcome: .failed(.probeTimeout), address: SocketAddress.parse("127.0.0.5:443"), tlsVersion: nil)
         guard case .refuse(let refusal, let record) = m.probed(failed, at: Date(), debugBypassEnabled: false) else { Issue.record("expected a refusal"); return }
         #expect(refusal.code == .network(.probeTimeout) && record.address?.description == "127.0.0.5:443" && record.rule?.line == 8)
-        guard case .probeFailed(_, let contact) = record.stage, contact.tlsVersion == nil, record.judgement == nil else { Issue.record("\(record.stage)"); return }
+        guard case .probeFailed(_, _, let contact) = record.stage, contact.tlsVersion == nil, record.judgement == nil else { Issue.record("\(record.stage)"); return }
         #expect(!m.holdsTunnelSlot)
     }
 
@@ -140,13 +140,13 @@ import Testing
         let chain = try Certificate.load(file: Paths.fixture("leaf-ec256.chain.pem"))
         let seen = ProbeResult(outcome: .chain(chain, proof: .handshakeCompleted), address: SocketAddress.parse("127.0.0.1:443"), tlsVersion: .tls13)
         let action = m.probed(seen, at: Date(), debugBypassEnabled: false)
-        guard case .connect(let addresses) = action, case .connecting(_, .judged(let judgement, .allowed(let match))) = m.state else {
+        guard case .connect(let addresses) = action, case .connecting(_, .pinned(_, let judgement, .allowed(let match))) = m.state else {
             Issue.record("\(action)"); return
         }
         #expect(addresses.map(\.description) == ["127.0.0.1"] && judgement.tlsVersion == .tls13 && match.entry.pin.description == Pins.leafEC)
         guard case .open(let record, .allowed) = m.connected(to: SocketAddress.parse("127.0.0.1:443")!) else { Issue.record("expected open"); return }
         #expect(record.judgement?.keyProof == .handshakeCompleted && record.validation.isVerified && record.tlsVersion == .tls13)
-        guard case .close(.clientClosed, let closed) = m.ended(.clientClosed), case .judged(_, .allowed)? = closed.passage else {
+        guard case .close(.clientClosed, let closed) = m.ended(.clientClosed), case .pinned(_, _, .allowed)? = closed.passage else {
             Issue.record("expected the close of the open tunnel"); return
         }
     }

@@ -9,18 +9,18 @@ struct DecisionRecord {
     enum Stage {
         /// No CONNECT was read (a bad request, a timeout, another protocol).
         case requested
-        /// A CONNECT refused before admission let it through (stopping, the admission gate): what
-        /// it asked for, and the policy file it was refused under.
-        case asked(Authority, policySource: String)
+        /// A CONNECT refused before admission let it through (stopping, the admission gate).
+        case asked(AskedConnect)
         /// Admission let it through; nothing reached yet (or the tunnel cap, DNS, a denied address,
         /// a failed connect refused it).
-        case admitted(AdmittedConnect)
-        /// The probe saw no chain to judge: where it got to.
-        case probeFailed(AdmittedConnect, ProbeContact)
-        /// The probe's chain was judged (refused, or let through and waiting for its tunnel).
-        case judged(AdmittedConnect, Judgement)
+        case admitted(AskedConnect, AdmissionBasis)
+        /// A pinned CONNECT's probe saw no chain to judge: where it got to.
+        case probeFailed(AskedConnect, Rule, ProbeContact)
+        /// A pinned CONNECT's probe chain, judged under its rule (refused, or let through and
+        /// waiting for its tunnel).
+        case judged(AskedConnect, Rule, Judgement)
         /// The tunnel is open: how it passed, and the address it reached.
-        case opened(AdmittedConnect, Passage, address: SocketAddress)
+        case opened(AskedConnect, Passage, address: SocketAddress)
     }
 
     let conn: Int
@@ -35,30 +35,33 @@ struct DecisionRecord {
 
     // MARK: what the stages hold, for the lines
 
-    var admitted: AdmittedConnect? {
+    /// What the CONNECT asked for and the snapshot it is judged by, once one was read.
+    var asked: AskedConnect? {
         switch stage {
-        case .requested, .asked: return nil
-        case .admitted(let a), .probeFailed(let a, _), .judged(let a, _), .opened(let a, _, _): return a
+        case .requested: return nil
+        case .asked(let a), .admitted(let a, _), .probeFailed(let a, _, _), .judged(let a, _, _), .opened(let a, _, _): return a
         }
     }
 
-    var authority: Authority? {
-        if case .asked(let authority, _) = stage { return authority }
-        return admitted?.authority
-    }
+    var authority: Authority? { asked?.authority }
 
     /// The policy file the CONNECT was judged under, for hints that name it (`pin … --config PATH`).
-    var policySource: String? {
-        if case .asked(_, let source) = stage { return source }
-        return admitted?.snapshot.policy.source
-    }
+    var policySource: String? { asked?.snapshot.policy.source }
 
-    var rule: Rule? { admitted?.basis.rule }
+    /// The rule admission found (a pinning rule, or an `unpinned` one).
+    var rule: Rule? {
+        switch stage {
+        case .requested, .asked: return nil
+        case .admitted(_, let basis): return basis.rule
+        case .probeFailed(_, let rule, _), .judged(_, let rule, _): return rule
+        case .opened(_, let passage, _): return passage.basis.rule
+        }
+    }
 
     /// The probe's judgement, when a chain was judged.
     var judgement: Judgement? {
         switch stage {
-        case .judged(_, let judgement), .opened(_, .judged(let judgement, _), _): return judgement
+        case .judged(_, _, let judgement), .opened(_, .pinned(_, let judgement, _), _): return judgement
         case .requested, .asked, .admitted, .probeFailed, .opened(_, .unpinned, _): return nil
         }
     }
@@ -67,15 +70,15 @@ struct DecisionRecord {
     var address: SocketAddress? {
         switch stage {
         case .opened(_, _, let address): return address
-        case .probeFailed(_, let contact): return contact.address
-        case .judged(_, let judgement): return judgement.address
+        case .probeFailed(_, _, let contact): return contact.address
+        case .judged(_, _, let judgement): return judgement.address
         case .requested, .asked, .admitted: return nil
         }
     }
 
     /// The TLS version the probe negotiated.
     var tlsVersion: TLSVersion? {
-        if case .probeFailed(_, let contact) = stage { return contact.tlsVersion }
+        if case .probeFailed(_, _, let contact) = stage { return contact.tlsVersion }
         return judgement?.tlsVersion
     }
 
@@ -95,16 +98,24 @@ struct ProbeContact {
     let tlsVersion: TLSVersion?
 }
 
-/// How an open tunnel passed: unpinned by admission, or on a judged chain with the verdict that let
-/// it through.
+/// How an open tunnel passed: unpinned by admission, or pinned with its probe's chain judged and the
+/// verdict that let it through. A pinned tunnel cannot lack its judgement, nor an unpinned one have one.
 enum Passage {
-    case unpinned(UnpinnedBasis)
-    case judged(Judgement, TunnelDecision)
+    case unpinned(UnpinnedBasis, rule: Rule?)
+    case pinned(Rule, Judgement, TunnelDecision)
 
     var decision: TunnelDecision {
         switch self {
-        case .unpinned(let basis): return .unpinned(basis)
-        case .judged(_, let decision): return decision
+        case .unpinned(let basis, _): return .unpinned(basis)
+        case .pinned(_, _, let decision): return decision
+        }
+    }
+
+    /// The admission it passed on.
+    var basis: AdmissionBasis {
+        switch self {
+        case .unpinned(let basis, let rule): return .unpinned(basis, rule: rule)
+        case .pinned(let rule, _, _): return .pinned(rule)
         }
     }
 }

@@ -8,7 +8,7 @@ import PinPolicy
 @_spi(Benchmarks) public enum LogCost {
     /// One pinned tunnel, open: what its decision and close lines are made from.
     public struct Tunnel {
-        let admitted: AdmittedConnect
+        let asked: AskedConnect
         let passage: Passage
         let address: SocketAddress
     }
@@ -31,14 +31,13 @@ import PinPolicy
                                   presentedDER: [])
         // The lines read only the snapshot's policy: an empty trust store does for it.
         guard let snapshot = try? PolicySnapshot(policy: policy, systemStore: .anchors([], name: "none")) else { return nil }
-        let admitted = AdmittedConnect(authority: authority, snapshot: snapshot, basis: .pinned(rule))
-        return Tunnel(admitted: admitted, passage: .judged(judgement, decision), address: reached)
+        return Tunnel(asked: AskedConnect(authority: authority, snapshot: snapshot), passage: .pinned(rule, judgement, decision), address: reached)
     }
 
     /// The decision line and the close line of connection `conn`, through `logger` as `Proxy` logs them.
     public static func emitDecisionAndClose(_ tunnel: Tunnel, conn: Int, to logger: Logger) {
         let record = DecisionRecord(conn: conn, client: SocketAddress(ip: IPAddress("127.0.0.1")!, port: 50000),
-                                    .opened(tunnel.admitted, tunnel.passage, address: tunnel.address))
+                                    .opened(tunnel.asked, tunnel.passage, address: tunnel.address))
         logger.emitDecision(record, tunnel.passage.decision)
         let closed = ClosedTunnel(record: record, bytesUp: 517, bytesDown: 1_048_576 + conn, duration: .milliseconds(12), stream: nil, relay: .copy)
         logger.emitEnd(.closed(.relay(.finished), closed))

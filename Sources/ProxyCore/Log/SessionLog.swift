@@ -177,8 +177,8 @@ enum SessionLog {
 
     private static func verification(_ passage: Passage, _ stream: StreamSummary?) -> Verification {
         switch passage {
-        case .judged(_, .bypassed): return .bypass
-        case .judged: return stream?.verification ?? .probeOnly
+        case .pinned(_, _, .bypassed): return .bypass
+        case .pinned: return stream?.verification ?? .probeOnly
         case .unpinned: return stream?.verification ?? .unpinned
         }
     }

@@ -141,7 +141,7 @@ final class Session {
         if case .forwarding(let forwarder) = work { return forwarder.policyChanged(to: fresh.policy) }
         guard case .relaying(let relay, _) = work, case .relaying(let admitted, let passage, let address) = machine.state else { return }
         var probe: Judgement?
-        if case .judged(let judgement, _) = passage { probe = judgement }
+        if case .pinned(_, let judgement, _) = passage { probe = judgement }
         let chain = relay.check?.summary.judged?.der ?? probe?.presentedDER
         // Through a parent proxy the address is the parent's: `deny_destinations` judged the target.
         let viaParent = admitted.snapshot.policy.proxy.upstreamProxy != nil
@@ -210,8 +210,8 @@ final class Session {
             }
             if case .probing = machine.state, case .none = work { work = .probing(waiter) }
         case .connect(let addresses):
-            if case .connecting(let admitted, .judged(let judgement, _)) = machine.state {
-                worker.noteWarnings(judgement.evaluation, record: DecisionRecord(conn: id, client: client, .judged(admitted, judgement)))
+            if case .connecting(let admitted, .pinned(let rule, let judgement, _)) = machine.state {
+                worker.noteWarnings(judgement.evaluation, record: DecisionRecord(conn: id, client: client, .judged(admitted, rule, judgement)))
             }
             let authority = machine.admitted!.authority
             let total = addresses.count == 1 ? settings.connectTimeout : settings.connectTotalTimeout
@@ -306,7 +306,7 @@ final class Session {
     private var pendingMirrors: [MirrorConnection] = []
 
     private func openTunnel(_ record: DecisionRecord, _ decision: TunnelDecision) {
-        guard let clientSide, let upstream = pendingUpstream, let admitted = record.admitted else {
+        guard let clientSide, let upstream = pendingUpstream, case .opened(let admitted, let passage, _) = record.stage else {
             preconditionFailure("a tunnel without both sides")
         }
         pendingUpstream = nil
@@ -314,13 +314,10 @@ final class Session {
         evbuffer_add(clientSide.output, established, established.count)
         openedAt = .now
         decided(record, decision)
-        // A pinned rule's tunnel is checked against the chain its probe judged; a passage that does
-        // not fit its admission would be a fail-open, so it traps instead.
-        let pinning: StreamCheck.Context.Pinning
-        switch (admitted.basis, record.passage) {
-        case (.pinned(let rule), .judged(let probe, _)?): pinning = .pinned(rule: rule, probe: probe)
-        case (.unpinned, .unpinned?): pinning = .unpinned
-        case (let basis, let passage): preconditionFailure("a tunnel admitted as \(basis) opened by \(String(describing: passage))")
+        // A pinned rule's tunnel is checked against the chain its probe judged.
+        let pinning: StreamCheck.Context.Pinning = switch passage {
+        case .pinned(let rule, let probe, _): .pinned(rule: rule, probe: probe)
+        case .unpinned: .unpinned
         }
         var context = StreamCheck.Context(authority: admitted.authority, snapshot: admitted.snapshot, pinning: pinning,
                                           debugBypassEnabled: worker.debugBypassEnabled, keyLog: worker.keyLog)

@@ -2,27 +2,25 @@ import Foundation
 import PinPolicy
 import TLSInspection
 
-/// A CONNECT that passed admission: what it asked for, the policy snapshot it is judged by, and how
-/// admission let it through.
-struct AdmittedConnect {
-    /// How admission let a CONNECT through.
-    enum Basis: Equatable {
-        /// A rule pins the host: the probe's chain is judged under it before a tunnel opens.
-        case pinned(Rule)
-        /// Tunnelled without a certificate check; the rule that says so (`mode: unpinned`), if any.
-        case unpinned(UnpinnedBasis, rule: Rule?)
-
-        var rule: Rule? {
-            switch self {
-            case .pinned(let rule): return rule
-            case .unpinned(_, let rule): return rule
-            }
-        }
-    }
-
+/// What a CONNECT asked for, and the policy snapshot it is judged by (taken when it arrived).
+struct AskedConnect {
     let authority: Authority
     let snapshot: PolicySnapshot
-    let basis: Basis
+}
+
+/// How admission let a CONNECT through.
+enum AdmissionBasis: Equatable {
+    /// A rule pins the host: the probe's chain is judged under it before a tunnel opens.
+    case pinned(Rule)
+    /// Tunnelled without a certificate check; the rule that says so (`mode: unpinned`), if any.
+    case unpinned(UnpinnedBasis, rule: Rule?)
+
+    var rule: Rule? {
+        switch self {
+        case .pinned(let rule): return rule
+        case .unpinned(_, let rule): return rule
+        }
+    }
 }
 
 /// A probe's chain judged under the CONNECT's snapshot and rule, with its evidence.
@@ -78,11 +76,11 @@ enum CloseReason: Equatable, Sendable {
 struct SessionMachine {
     enum State {
         case readingRequest
-        case resolving(AdmittedConnect)
+        case resolving(AskedConnect, AdmissionBasis)
         /// A pinned CONNECT's probe, whose chain is judged under this rule.
-        case probing(AdmittedConnect, Rule)
-        case connecting(AdmittedConnect, Passage)
-        case relaying(AdmittedConnect, Passage, address: SocketAddress)
+        case probing(AskedConnect, Rule)
+        case connecting(AskedConnect, Passage)
+        case relaying(AskedConnect, Passage, address: SocketAddress)
         /// Forwarding plain-HTTP requests (`PlainForwarder` judges each one).
         case forwarding
         case lingering
@@ -134,10 +132,10 @@ struct SessionMachine {
         }
     }
 
-    /// The snapshot this CONNECT is judged by, once it has one.
-    var admitted: AdmittedConnect? {
+    /// What this CONNECT asked for and the snapshot it is judged by, once it is admitted.
+    var admitted: AskedConnect? {
         switch state {
-        case .resolving(let a), .probing(let a, _), .connecting(let a, _), .relaying(let a, _, _): return a
+        case .resolving(let a, _), .probing(let a, _), .connecting(let a, _), .relaying(let a, _, _): return a
         case .readingRequest, .forwarding, .lingering, .closed: return nil
         }
     }
@@ -174,25 +172,24 @@ struct SessionMachine {
     /// a 403 whatever the load, and only one that may open a tunnel takes a slot.
     mutating func requestParsed(_ authority: Authority, snapshot: PolicySnapshot, stopping: Bool, tunnelAvailable: Bool) -> Action {
         guard case .readingRequest = state else { preconditionFailure("request parsed in \(state)") }
-        let asked = record(.asked(authority, policySource: snapshot.policy.source))
-        if stopping { return refuse(.shuttingDown, asked) }
+        let admitted = AskedConnect(authority: authority, snapshot: snapshot)
+        if stopping { return refuse(.shuttingDown, record(.asked(admitted))) }
         let policy = snapshot.policy
-        let basis: AdmittedConnect.Basis
+        let basis: AdmissionBasis
         switch AdmissionGate.admit(authority, client: client.ip, policy: policy, kind: .connect) {
-        case .refused(let cause): return refuse(cause.refusal, asked)
+        case .refused(let cause): return refuse(cause.refusal, record(.asked(admitted)))
         case .unpinned(let unpinned, let rule): basis = .unpinned(unpinned, rule: rule)
         case .probe(let rule): basis = .pinned(rule)
         }
-        let admitted = AdmittedConnect(authority: authority, snapshot: snapshot, basis: basis)
-        guard tunnelAvailable else { return refuse(.tunnelLimit, record(.admitted(admitted))) }
-        state = .resolving(admitted)
+        guard tunnelAvailable else { return refuse(.tunnelLimit, record(.admitted(admitted, basis))) }
+        state = .resolving(admitted, basis)
         switch authority.target {
         case .ip(let ip):
             return addressesKnown([ip])
         case .name(let name):
             // Behind a parent proxy, the parent resolves names (deny_destinations then applies to
             // IP-literal targets only: pinproxy never learns the address).
-            if let parent = policy.proxy.upstreamProxy { return throughParent(admitted, ParentHop(parent: parent, target: authority)) }
+            if let parent = policy.proxy.upstreamProxy { return throughParent(admitted, basis, ParentHop(parent: parent, target: authority)) }
             if TestFault.dns.isInjected { return resolved(.failure(.failed(TestFault.detail))) }
             if let mapped = policy.resolve[name] { return addressesKnown(mapped) }
             return .lookUp(name)
@@ -201,38 +198,38 @@ struct SessionMachine {
 
     /// evdns answered.
     mutating func resolved(_ result: Result<[IPAddress], Resolver.Failure>) -> Action {
-        guard case .resolving(let admitted) = state, case .name(let name) = admitted.authority.target else {
+        guard case .resolving(let admitted, let basis) = state, case .name(let name) = admitted.authority.target else {
             preconditionFailure("resolved in \(state)")
         }
         switch result {
         case .success(let addresses): return addressesKnown(addresses)
-        case .failure(let failure): return refuse(.dnsError(failure.detail(resolving: name)), record(.admitted(admitted)))
+        case .failure(let failure): return refuse(.dnsError(failure.detail(resolving: name)), record(.admitted(admitted, basis)))
         }
     }
 
     /// evdns did not answer within `dns_timeout`.
     mutating func resolveTimedOut() -> Action {
-        guard case .resolving(let admitted) = state else { preconditionFailure("resolve timeout in \(state)") }
-        return refuse(.dnsTimeout, record(.admitted(admitted)))
+        guard case .resolving(let admitted, let basis) = state else { preconditionFailure("resolve timeout in \(state)") }
+        return refuse(.dnsTimeout, record(.admitted(admitted, basis)))
     }
 
     /// Drops denied destinations (every spelling of an address), refuses loops, then probes or
     /// connects.
     private mutating func addressesKnown(_ all: [IPAddress]) -> Action {
-        guard case .resolving(let admitted) = state else { preconditionFailure("addresses in \(state)") }
+        guard case .resolving(let admitted, let basis) = state else { preconditionFailure("addresses in \(state)") }
         let authority = admitted.authority
         let filter = DestinationFilter(deny: admitted.snapshot.policy.proxy.denyDestinations, isOwnAddress: isOwnAddress)
         let allowed: [IPAddress]
         switch filter.filter(all, for: authority) {
         case .reach(let addresses): allowed = addresses
-        case .refused(let cause): return refuse(cause.refusal, record(.admitted(admitted)))
+        case .refused(let cause): return refuse(cause.refusal, record(.admitted(admitted, basis)))
         }
         if let parent = admitted.snapshot.policy.proxy.upstreamProxy {
-            return throughParent(admitted, ParentHop(parent: parent, target: authority))
+            return throughParent(admitted, basis, ParentHop(parent: parent, target: authority))
         }
-        switch admitted.basis {
-        case .unpinned(let basis, _):  // no probe: tunnel to the first address that accepts
-            state = .connecting(admitted, .unpinned(basis))
+        switch basis {
+        case .unpinned(let unpinned, let rule):  // no probe: tunnel to the first address that accepts
+            state = .connecting(admitted, .unpinned(unpinned, rule: rule))
             return .connect(allowed)
         case .pinned(let rule):
             state = .probing(admitted, rule)
@@ -243,10 +240,10 @@ struct SessionMachine {
 
     /// Probes (or, unpinned, connects) through the parent proxy; the session's connect goes through
     /// it too.
-    private mutating func throughParent(_ admitted: AdmittedConnect, _ hop: ParentHop) -> Action {
-        switch admitted.basis {
-        case .unpinned(let basis, _):
-            state = .connecting(admitted, .unpinned(basis))
+    private mutating func throughParent(_ admitted: AskedConnect, _ basis: AdmissionBasis, _ hop: ParentHop) -> Action {
+        switch basis {
+        case .unpinned(let unpinned, let rule):
+            state = .connecting(admitted, .unpinned(unpinned, rule: rule))
             return .connect([])
         case .pinned(let rule):
             state = .probing(admitted, rule)
@@ -263,7 +260,7 @@ struct SessionMachine {
         let presented: [Certificate], proof: KeyProof
         switch result.outcome {
         case .failed(let refusal):
-            return refuse(refusal, record(.probeFailed(admitted, ProbeContact(address: result.address, tlsVersion: result.tlsVersion))))
+            return refuse(refusal, record(.probeFailed(admitted, rule, ProbeContact(address: result.address, tlsVersion: result.tlsVersion))))
         case .chain(let certificates, let how):
             (presented, proof) = (certificates, how)
         }
@@ -272,7 +269,7 @@ struct SessionMachine {
                                                               debugBypassEnabled: debugBypassEnabled)
         let judgement = Judgement(address: address, tlsVersion: result.tlsVersion, keyProof: proof, validation: validation, evaluation: evaluation,
                                   presentedDER: presented.map(\.der), cached: result.cached)
-        let judged = record(.judged(admitted, judgement))
+        let judged = record(.judged(admitted, rule, judgement))
         if TestFault.evaluation.isInjected {
             return refuse(.internalError("pin evaluation failed: \(TestFault.detail)"), judged)
         }
@@ -284,15 +281,17 @@ struct SessionMachine {
         case .unpinned(let basis): decision = .unpinned(basis)
         }
         // The tunnel goes to the address the probe verified, never a fresh resolution.
-        state = .connecting(admitted, .judged(judgement, decision))
+        state = .connecting(admitted, .pinned(rule, judgement, decision))
         return .connect([address.ip])
     }
 
     /// The tunnel's TCP connection failed.
     mutating func connectFailed(_ refusal: Refusal) -> Action {
         guard case .connecting(let admitted, let passage) = state else { preconditionFailure("connect failed in \(state)") }
-        if case .judged(let judgement, _) = passage { return refuse(refusal, record(.judged(admitted, judgement))) }
-        return refuse(refusal, record(.admitted(admitted)))
+        switch passage {
+        case .pinned(let rule, let judgement, _): return refuse(refusal, record(.judged(admitted, rule, judgement)))
+        case .unpinned: return refuse(refusal, record(.admitted(admitted, passage.basis)))
+        }
     }
 
     /// The tunnel's TCP connection is up: the decision is final.
@@ -314,8 +313,12 @@ struct SessionMachine {
             return .release
         case .relaying(let admitted, let passage, let address):
             known = record(.opened(admitted, passage, address: address))
-        case .resolving(let admitted), .probing(let admitted, _), .connecting(let admitted, _):
-            known = record(.admitted(admitted))
+        case .resolving(let admitted, let basis):
+            known = record(.admitted(admitted, basis))
+        case .probing(let admitted, let rule):
+            known = record(.admitted(admitted, .pinned(rule)))
+        case .connecting(let admitted, let passage):
+            known = record(.admitted(admitted, passage.basis))
         case .readingRequest:
             known = record(.requested)
         }
