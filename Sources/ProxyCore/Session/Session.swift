@@ -222,7 +222,7 @@ final class Session {
             // A pinned tunnel's mirror connections start in the same turn, in random order with
             // the tunnel's: an interceptor sees look-alike connections arrive together.
             var judged = false
-            if case .connecting(_, .judged) = machine.state { judged = true }  // a probe's chain was judged: the tunnel is pinned
+            if case .connecting(_, .pinned) = machine.state { judged = true }  // a probe's chain was judged: the tunnel is pinned
             let mirrorCount = judged ? settings.mirrorChecks : 0
             var mirrors: [MirrorConnection] = []
             let tunnelAt = Int.random(in: 0...mirrorCount)
