@@ -90,7 +90,7 @@ for kind in "${kinds[@]}"; do
   bad=$(grep -E 'event=(tunnel_refused|interception_suspected|quarantine_lifted)|reason=(mirror_|quarantined)' "$work/$name.log" || true)
   if [ "$ok" -ne "$tunnels" ] || [ "$closed" -ne "$tunnels" ] || [ -n "$others" ] || [ -n "$bad" ]; then
     echo "FAIL $name: $ok of $tunnels tunnels got 200, $closed closed with verify=$verify" >&2
-    printf '%s\n' "$others" "$bad" | grep -v "^$" | head -5 >&2
+    printf '%s\n' "$others" "$bad" | grep -v "^$" | head -5 >&2 || true
     failed=1
   fi
   echo $(( $(cpu "${pid[$name]}") - $(cat "$work/$name.cpu0") )) > "$work/$name.cpu"
