@@ -3,17 +3,18 @@
 #
 # Builds release, starts one TLS 1.3 upstream on 127.0.0.1 (Benchmarks/tls13_upstream.js: Node's
 # OpenSSL, handshakes served concurrently; openssl s_server serves one connection at a time and
-# deadlocks with the mirror, see docs/performance.md) and five pinproxy processes on it with the
-# same pinned rule and no key log: `mirror_checks` 0 (verify=probe-only), 1 and 2
-# (verify=probe+mirror) with the verification cache at its default (60 s: after the first CONNECT no
-# probe), and 0 and 1 with `verify_cache_ttl: 0s` (a probe per CONNECT). Times CONNECT → first
-# application byte of a TLS 1.3 tunnel with curl (no key log; time_starttransfer − time_connect),
-# alternating the proxies in rounds of 20, TUNNELS per proxy (rounded up to 20); counts each proxy's
-# CPU (utime+stime from /proc) and the upstream's server flights (a mirror costs one) per tunnel.
-# Fails loudly unless every tunnel got 200 and closed with the expected verify= and no proxy refused,
-# suspected, quarantined or warned about anything. Prints a markdown table with the machine, the
-# load and the tool versions. Loopback only; every loop is bounded; the trap stops every process and
-# removes the work directory.
+# deadlocks with the mirror, see docs/performance.md) and four pinproxy processes on it with the
+# same pinned rule and no key log: `mirror_checks: 0` (verify=probe-only; it probes every CONNECT,
+# the probe being the tunnel's only check), `1` and `2` (verify=probe+mirror) with the verification
+# cache at its default (60 s: after the first CONNECT no probe), and `1` with `verify_cache_ttl: 0s`
+# (a probe per CONNECT, as with 0 mirrors). Times CONNECT → first application byte of a TLS 1.3
+# tunnel with curl (no key log; time_starttransfer − time_connect), alternating the proxies in
+# rounds of 20, TUNNELS per proxy (rounded up to 20); counts each proxy's CPU (utime+stime from
+# /proc) and the upstream's server flights (a mirror costs one) per tunnel. Fails loudly unless
+# every tunnel got 200 and closed with the expected verify= and no proxy refused, suspected,
+# quarantined or warned about anything. Prints a markdown table with the machine, the load and the
+# tool versions. Loopback only; every loop is bounded; the trap stops every process and removes the
+# work directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tunnels=${1:-300}
@@ -37,7 +38,7 @@ done
 flights() { grep -c '^flight$' "$work/upstream.log" || true; }  # one per server flight: tunnel, probe, mirror
 
 # kind: name, mirror_checks, verify_cache_ttl, the verify= every tunnel must close with
-kinds=(warm-0:0:60s:probe-only warm-1:1:60s:probe+mirror warm-2:2:60s:probe+mirror cold-0:0:0s:probe-only cold-1:1:0s:probe+mirror)
+kinds=(none:0:60s:probe-only warm-1:1:60s:probe+mirror warm-2:2:60s:probe+mirror cold-1:1:0s:probe+mirror)
 declare -A port pid
 start_proxy() {  # $1 kind name, $2 mirror_checks, $3 verify_cache_ttl
   cat > "$work/$1.yaml" <<YAML
@@ -116,11 +117,10 @@ nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
 curl = subprocess.run(["curl", "--version"], capture_output=True, text=True).stdout.split()[1]
 openssl = subprocess.run(["openssl", "version"], capture_output=True, text=True).stdout.split()[1]
 node = subprocess.run(["node", "-p", "process.version + ' (OpenSSL ' + process.versions.openssl + ')'"], capture_output=True, text=True).stdout.strip()
-rows = [("warm-0", "`mirror_checks: 0`, cache 60 s: probe-only"),
-        ("warm-1", "`mirror_checks: 1`, cache 60 s: probe+mirror"),
-        ("warm-2", "`mirror_checks: 2`, cache 60 s: probe+mirror"),
-        ("cold-0", "`mirror_checks: 0`, `verify_cache_ttl: 0s`: probe-only"),
-        ("cold-1", "`mirror_checks: 1`, `verify_cache_ttl: 0s`: probe+mirror")]
+rows = [("none", "`mirror_checks: 0` (a probe per CONNECT): probe-only"),
+        ("warm-1", "`mirror_checks: 1` (the default), cache warm: probe+mirror"),
+        ("warm-2", "`mirror_checks: 2`, cache warm: probe+mirror"),
+        ("cold-1", "`mirror_checks: 1`, `verify_cache_ttl: 0s` (a probe per CONNECT): probe+mirror")]
 data = {}
 for name, _ in rows:
     flights = sum(int(l) for l in open("%s/%s.flights" % (work, name)))
@@ -136,8 +136,9 @@ for name, label in rows:
     values, cpu, flights = data[name]
     print("| %s | %d | %.2f | %.2f | %.2f | %.2f |" % (label, len(values), pct(values, 50), pct(values, 99), cpu, flights))
 print()
-for base, other in (("warm-0", "warm-1"), ("warm-0", "warm-2"), ("cold-0", "cold-1")):
+short = {"none": "no mirror", "warm-1": "1 mirror, cache warm", "warm-2": "2 mirrors, cache warm", "cold-1": "1 mirror, probe per CONNECT"}
+for base, other in (("none", "warm-1"), ("none", "warm-2"), ("none", "cold-1")):
     a, b = data[base][0], data[other][0]
-    print("- %s − %s: %+.2f ms at p50, %+.2f ms at p99, %+.2f ms CPU per tunnel" % (other, base, pct(b, 50) - pct(a, 50),
+    print("- %s − %s: %+.2f ms at p50, %+.2f ms at p99, %+.2f ms CPU per tunnel" % (short[other], short[base], pct(b, 50) - pct(a, 50),
           pct(b, 99) - pct(a, 99), data[other][1] - data[base][1]))
 PY
