@@ -6,7 +6,7 @@ import TestSupport
 /// and sends a copy of the client's ClientHello (fresh random, session id and key shares), reads
 /// the chain the server shows it, signed over the mirror's transcript, and holds the tunnel's
 /// flight until then.
-@Suite(.serialized) struct MirrorTests {
+@Suite(.serialized) struct MirrorCheckTests {
     static let apiPinned = apiRule(pinsLine(Pins.leafEC))
 
     @Test func aGenuineServerIsVerifiedByTheMirror() throws {
