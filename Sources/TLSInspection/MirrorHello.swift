@@ -181,6 +181,9 @@ private func mirrorKeyShares(_ data: [UInt8], keys: inout [EphemeralKey], uncomp
                 share = key.publicShare
                 keys.append(key)
             } else {
+                // RFC 7919 §5.1: an FFDHE share must lie below the group's prime, whose top 64 bits
+                // are all ones; a clear top bit keeps the random share acceptable to the server.
+                if (0x0100...0x01FF).contains(group) { share[0] &= 0x7F }
                 uncomputable.append(group)
             }
             entries += uint16Bytes(Int(group)) + uint16Bytes(length) + share
