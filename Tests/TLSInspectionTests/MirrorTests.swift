@@ -229,8 +229,10 @@ final class OpenSSLServer: @unchecked Sendable {
         throw HelperError(message: "openssl s_server \(arguments) did not listen on \(port)")
     }
 
+    /// SIGKILL: s_server started from the test process does not end on SIGTERM (it inherits the
+    /// test runner's blocked signals).
     func stop() {
-        if process.isRunning { process.terminate() }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
     }
 
