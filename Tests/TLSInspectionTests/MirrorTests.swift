@@ -209,12 +209,13 @@ final class OpenSSLServer: @unchecked Sendable {
     let port: UInt16
     private let input = Pipe()
 
-    init(_ leaf: String = "leaf-ec256", _ arguments: [String] = [], web: Bool = true) throws {
+    /// Serves `<leaf>.pem` with good-intermediate.pem (a chain of two); `intermediate: false`: the leaf alone.
+    init(_ leaf: String = "leaf-ec256", _ arguments: [String] = [], web: Bool = true, intermediate: Bool = true) throws {
         port = try freePort()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["openssl", "s_server", "-accept", "127.0.0.1:\(port)", "-quiet"] + (web ? ["-www"] : [])
-            + ["-cert", Paths.fixture("\(leaf).pem"), "-key", Paths.fixture("\(leaf).key.pem"),
-               "-cert_chain", Paths.fixture("good-intermediate.pem")] + arguments
+            + ["-cert", Paths.fixture("\(leaf).pem"), "-key", Paths.fixture("\(leaf).key.pem")]
+            + (intermediate ? ["-cert_chain", Paths.fixture("good-intermediate.pem")] : []) + arguments
         process.standardInput = input
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
@@ -353,6 +354,15 @@ func runMirror(port: UInt16, _ hello: MirrorHello, after: [UInt8] = [], second: 
         #expect(restored == second.raw)
     }
 
+    /// An interceptor with a certificate of its own for the name, answering the mirror as it would
+    /// the client: the mirror verifies, and shows the caller the rogue chain to judge.
+    @Test func aRogueServerShowsItsOwnChain() throws {
+        let server = try OpenSSLServer("rogue-leaf", intermediate: false)
+        defer { server.stop() }
+        let run = try runMirror(port: server.port, try CapturedHello("go").mirror())
+        expectVerified(run.verdict, chain: try chainDER("rogue-leaf.chain.pem"))
+    }
+
     @Test func aSecondHelloWithoutAHelloRetryIsRefused() throws {
         let client = try CapturedHello("curl")
         var handshake = MirrorHandshake(hello: try client.mirror())
@@ -428,6 +438,13 @@ func runMirror(port: UInt16, _ hello: MirrorHello, after: [UInt8] = [], second: 
 
         // A final verdict stays.
         #expect(flipped.feed([0]) == .failed(.flight(.undecryptable)))
+
+        // Memory is bounded: a flight over the limit fails as soon as it is over.
+        let serverHelloEnd = 5 + (Int(run.serverBytes[3]) << 8 | Int(run.serverBytes[4]))
+        var bounded = MirrorHandshake(hello: mirror, limit: serverHelloEnd + 200)
+        #expect(bounded.feed(run.serverBytes) == .failed(.flight(.tooLarge)))
+        var boundedPlaintext = MirrorHandshake(hello: mirror, limit: 100)
+        #expect(boundedPlaintext.feed(run.serverBytes) == .failed(.plaintext(.tooLarge(limit: 100))))
     }
 }
 
