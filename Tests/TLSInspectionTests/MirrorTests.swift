@@ -457,3 +457,16 @@ func indexOfX25519Share(_ bytes: [UInt8]) -> Int? {
     }
     return nil
 }
+
+@Suite struct MirrorKeyScheduleTests {
+    /// RFC 8448 §3: from the (EC)DHE secret ("{server} extract secret "handshake"", IKM) and the
+    /// transcript ClientHello, ServerHello to the published server_handshake_traffic_secret.
+    @Test func serverHandshakeTrafficSecretOfRFC8448() throws {
+        let shared = secret(hexBytes("8bd4054fb55b9d63fdfbacf9f04b9f0d35e6d63f537563efd46272900f89492d"))
+        let suite = try TLS13Suite(0x1301)
+        let derived = serverHandshakeTrafficSecret(
+            shared: shared, suite: suite, signedTranscript: [RFC8448Vectors.clientHello, RFC8448Vectors.serverHello])
+        #expect(derived.matches(secret(RFC8448Vectors.serverHandshakeTrafficSecret)))
+        #expect(!derived.matches(secret(RFC8448Vectors.serverApplicationTrafficSecret)))
+    }
+}
