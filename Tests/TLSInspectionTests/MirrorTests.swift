@@ -470,3 +470,43 @@ func indexOfX25519Share(_ bytes: [UInt8]) -> Int? {
         #expect(!derived.matches(secret(RFC8448Vectors.serverApplicationTrafficSecret)))
     }
 }
+
+@Suite struct MirrorSecondHelloTests {
+    /// A HelloRetryRequest for TLS 1.3 (RFC 8446 §4.1.3) with the given key_share group and cookie.
+    func helloRetry(group: UInt16, cookie: [UInt8]? = nil) -> [UInt8] {
+        var extensions: [UInt8] = [0x00, 0x2B, 0x00, 0x02, 0x03, 0x04]                  // supported_versions
+        extensions += [0x00, 0x33, 0x00, 0x02] + uint16Bytes(Int(group))                 // key_share
+        if let cookie { extensions += [0x00, 0x2C] + uint16Bytes(cookie.count + 2) + uint16Bytes(cookie.count) + cookie }
+        let body = [0x03, 0x03] + helloRetryRequestRandom + [0] + [0x13, 0x03, 0] + uint16Bytes(extensions.count) + extensions
+        return [2, 0] + uint16Bytes(body.count) + body
+    }
+
+    /// curl's two hellos of TLS13Vectors.curlHRRChaCha (its second has a P-384 share, no cookie).
+    func curlHellos() throws -> (first: ClientHello, firstRecords: ArraySlice<UInt8>, second: ClientHello, secondRecords: ArraySlice<UInt8>) {
+        let bytes = decode(TLS13Vectors.curlHRRChaCha.client)
+        var reader = ClientFlightReader()
+        let first = try #require(try reader.feed(bytes))
+        let firstEnd = reader.bytesConsumed
+        let second = try #require(try reader.readSecondHello(bytes[firstEnd...]))
+        return (first, bytes[..<firstEnd], second, bytes[firstEnd..<reader.bytesConsumed])
+    }
+
+    @Test func theMirrorsRetryMustAskForTheGroupTheClientWasAskedFor() throws {
+        let curl = try curlHellos()
+        let first = try MirrorHello(of: curl.first, records: curl.firstRecords)
+        #expect(throws: MirrorError.retryGroupDiffers(client: 0x0018, mirror: 0x0017)) {
+            try MirrorHello(secondOf: curl.second, records: curl.secondRecords, first: first, retry: helloRetry(group: 0x0017)).raw.count
+        }
+        let second = try MirrorHello(secondOf: curl.second, records: curl.secondRecords, first: first, retry: helloRetry(group: 0x0018))
+        #expect(second.computableGroups == [0x0018] && second.random == first.random && second.sessionID == first.sessionID)
+    }
+
+    @Test func aCookieInOneRetryOnlyIsRefused() throws {
+        let curl = try curlHellos()
+        let first = try MirrorHello(of: curl.first, records: curl.firstRecords)
+        #expect(throws: MirrorError.cookieMismatch) {
+            try MirrorHello(secondOf: curl.second, records: curl.secondRecords, first: first,
+                            retry: helloRetry(group: 0x0018, cookie: [1, 2, 3])).raw.count
+        }
+    }
+}
