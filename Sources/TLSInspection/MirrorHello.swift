@@ -124,11 +124,14 @@ public struct MirrorHello: Sendable {
 /// Turns the early data a client sends after a ClientHello with early_data (RFC 8446 §4.2.10)
 /// into the mirror's: the same records, headers kept, each body random bytes of the same length
 /// (pinproxy has no early traffic key, and the server, resuming nothing on the mirror, skips them).
-/// Fed the client's bytes after its ClientHello's records in any pieces; returns as many bytes.
+/// A compatibility ChangeCipherSpec (RFC 8446 Appendix D.4) is copied as it is: its one byte is
+/// fixed, and a random one would be a protocol error. Fed the client's bytes after its ClientHello's
+/// records in any pieces; returns as many bytes.
 public struct MirrorEarlyData: Sendable {
     /// Header bytes of the current record seen so far (0...5), and body bytes still to come.
     private var header: [UInt8] = []
     private var bodyLeft = 0
+    private var copiesBody = false
 
     public init() {}
 
@@ -144,13 +147,15 @@ public struct MirrorEarlyData: Sendable {
                 out.append(byte)
                 if header.count == tlsRecordHeaderLength {
                     bodyLeft = Int(header[3]) << 8 | Int(header[4])
+                    copiesBody = header[0] == tlsContentTypeChangeCipherSpec
                     header.removeAll(keepingCapacity: true)
                 }
                 continue
             }
             let count = min(bodyLeft, bytes.distance(from: index, to: bytes.endIndex))
-            out += randomBytes(count)
-            bytes.formIndex(&index, offsetBy: count)
+            let end = bytes.index(index, offsetBy: count)
+            if copiesBody { out += bytes[index..<end] } else { out += randomBytes(count) }
+            index = end
             bodyLeft -= count
         }
         return out
@@ -181,6 +186,10 @@ private func mirrorKeyShares(_ data: [UInt8], keys: inout [EphemeralKey], uncomp
                 share = key.publicShare
                 keys.append(key)
             } else {
+                // RFC 7919 §5.1: a server checks an FFDHE share (below the prime, in the prime-order
+                // subgroup), which random bytes fail half the time: the share is a real public key
+                // of the group, its private key dropped at once.
+                if let ffdhe = ffdhePublicShare(group: group, length: length) { share = ffdhe }
                 uncomputable.append(group)
             }
             entries += uint16Bytes(Int(group)) + uint16Bytes(length) + share

@@ -113,6 +113,30 @@ final class EphemeralKey: @unchecked Sendable, CustomStringConvertible {
     deinit { EVP_PKEY_free(key) }
 }
 
+/// A fresh public key of an RFC 7919 FFDHE group (0x0100 ffdhe2048 … 0x0104 ffdhe8192) as a TLS
+/// 1.3 share (big-endian, as long as the prime: RFC 8446 §4.2.8.1), or nil. The private key is
+/// freed here: pinproxy does not compute FFDHE secrets, the share only has to be acceptable.
+func ffdhePublicShare(group: UInt16, length: Int) -> [UInt8]? {
+    let names: [UInt16: (String, Int)] = [
+        0x0100: ("ffdhe2048", 256), 0x0101: ("ffdhe3072", 384), 0x0102: ("ffdhe4096", 512),
+        0x0103: ("ffdhe6144", 768), 0x0104: ("ffdhe8192", 1024),
+    ]
+    guard let (name, primeLength) = names[group], primeLength == length else { return nil }
+    defer { OpenSSLError.clear() }
+    guard let context = EVP_PKEY_CTX_new_from_name(nil, "DH", nil) else { return nil }
+    defer { EVP_PKEY_CTX_free(context) }
+    var key: OpaquePointer?
+    guard EVP_PKEY_keygen_init(context) == 1, EVP_PKEY_CTX_set_group_name(context, name) == 1,
+          EVP_PKEY_keygen(context, &key) == 1, let key else { return nil }
+    defer { EVP_PKEY_free(key) }
+    var encoded: UnsafeMutablePointer<UInt8>?
+    let encodedLength = EVP_PKEY_get1_encoded_public_key(key, &encoded)
+    guard let encoded else { return nil }
+    defer { CRYPTO_free(encoded, #fileID, #line) }
+    guard encodedLength == length else { return nil }
+    return Array(UnsafeBufferPointer(start: encoded, count: encodedLength))
+}
+
 /// `count` bytes from the system's CSPRNG (getrandom(2) behind Swift's SystemRandomNumberGenerator).
 func randomBytes(_ count: Int) -> [UInt8] {
     var generator = SystemRandomNumberGenerator()

@@ -1,0 +1,512 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import TLSInspection
+
+// The mirror ClientHello and its handshake (issue 18) over ClientHellos captured from real clients
+// (Fixtures/hellos/capture-hellos.py: curl, Go crypto/tls, Python ssl, Node tls, openssl s_client)
+// and real handshakes with `openssl s_server` on 127.0.0.1.
+
+/// A captured client first flight: its ClientHello, the records that carried it, and what followed.
+struct CapturedHello: CustomTestStringConvertible, Sendable {
+    let name: String
+    let hello: ClientHello
+    let records: [UInt8]
+    let rest: [UInt8]
+    var testDescription: String { name }
+
+    init(name: String, hello: ClientHello, records: [UInt8], rest: [UInt8]) {
+        (self.name, self.hello, self.records, self.rest) = (name, hello, records, rest)
+    }
+
+    init(_ name: String) throws {
+        self.name = name
+        let text = try String(contentsOfFile: Paths.fixture("hellos/\(name).hex"), encoding: .utf8)
+        let bytes = hexBytes(text.trimmingCharacters(in: .whitespacesAndNewlines))
+        var reader = ClientFlightReader()
+        hello = try #require(try reader.feed(bytes))
+        records = Array(bytes[..<reader.bytesConsumed])
+        rest = Array(bytes[reader.bytesConsumed...])
+    }
+
+    func mirror() throws -> MirrorHello { try MirrorHello(of: hello, records: records) }
+}
+
+let capturedClients = ["curl", "go", "python", "node", "openssl-p-256", "openssl-p-384", "openssl-p-521",
+                       "openssl-x448", "openssl-ffdhe2048", "openssl-psk", "openssl-early-data"]
+
+/// The byte ranges of a ClientHello message that the mirror makes fresh, found by a walk of its
+/// own (independent of MirrorHello's parser): random, session id, every key_exchange, and every
+/// PSK identity, obfuscated age and binder.
+func freshRanges(_ raw: [UInt8]) -> [Range<Int>] {
+    func u16(_ at: Int) -> Int { Int(raw[at]) << 8 | Int(raw[at + 1]) }
+    var ranges = [6..<38]
+    let sessionLength = Int(raw[38])
+    ranges.append(39..<39 + sessionLength)
+    var at = 39 + sessionLength
+    at += 2 + u16(at)              // cipher_suites
+    at += 1 + Int(raw[at])         // compression_methods
+    let end = at + 2 + u16(at)
+    at += 2
+    while at < end {
+        let (type, length) = (u16(at), u16(at + 2))
+        let data = at + 4
+        if type == 51 {
+            var entry = data + 2
+            while entry < data + length {
+                let shareLength = u16(entry + 2)
+                ranges.append(entry + 4..<entry + 4 + shareLength)
+                entry += 4 + shareLength
+            }
+        } else if type == 41 {
+            let identitiesEnd = data + 2 + u16(data)
+            var entry = data + 2
+            while entry < identitiesEnd {
+                let identityLength = u16(entry)
+                ranges.append(entry + 2..<entry + 2 + identityLength)
+                ranges.append(entry + 2 + identityLength..<entry + 6 + identityLength)
+                entry += 6 + identityLength
+            }
+            var binder = identitiesEnd + 2
+            while binder < data + length {
+                ranges.append(binder + 1..<binder + 1 + Int(raw[binder]))
+                binder += 1 + Int(raw[binder])
+            }
+        }
+        at = data + length
+    }
+    return ranges
+}
+
+/// Record headers (type, version, length) of whole records.
+func recordHeaders(_ bytes: [UInt8]) -> [[UInt8]] {
+    var headers: [[UInt8]] = []
+    var at = 0
+    while at + 5 <= bytes.count {
+        headers.append(Array(bytes[at..<at + 5]))
+        at += 5 + (Int(bytes[at + 3]) << 8 | Int(bytes[at + 4]))
+    }
+    return headers
+}
+
+@Suite struct MirrorHelloTests {
+    @Test(arguments: capturedClients)
+    func mirrorIsTheClientsHelloExceptTheFreshFields(_ name: String) throws {
+        let client = try CapturedHello(name)
+        let mirror = try client.mirror()
+        // Same record split, same headers; the mirror's handshake message is as long as the client's.
+        #expect(recordHeaders(mirror.bytes) == recordHeaders(client.records))
+        #expect(mirror.bytes.count == client.records.count)
+        #expect(mirror.raw.count == client.hello.raw.count)
+        let parsed = try #require(try ClientFlightReader().feedAll(mirror.bytes))
+        #expect(parsed.raw == mirror.raw)
+
+        // Field by field: what is kept is equal, what is fresh is not.
+        #expect(parsed.legacyVersion == client.hello.legacyVersion)
+        #expect(parsed.serverName == client.hello.serverName)
+        #expect(parsed.offeredVersions == client.hello.offeredVersions)
+        #expect(parsed.alpn == client.hello.alpn)
+        #expect(parsed.sessionTicket == client.hello.sessionTicket)
+        #expect(parsed.offersPreSharedKey == client.hello.offersPreSharedKey)
+        #expect(parsed.random.count == 32 && parsed.random != client.hello.random && parsed.random == mirror.random)
+        #expect(parsed.sessionID.count == client.hello.sessionID.count)
+        if !client.hello.sessionID.isEmpty { #expect(parsed.sessionID != client.hello.sessionID) }
+        #expect(parsed.pskIdentities.map(\.count) == client.hello.pskIdentities.map(\.count))
+        for (mirrored, original) in zip(parsed.pskIdentities, client.hello.pskIdentities) { #expect(mirrored != original) }
+
+        // Byte for byte: outside the fresh ranges the bytes are the client's; inside, every range
+        // is new (the same ranges in both, found by a walk of the test's own).
+        let ranges = freshRanges(client.hello.raw)
+        #expect(freshRanges(mirror.raw) == ranges)
+        var restored = mirror.raw
+        for range in ranges {
+            #expect(mirror.raw[range] != client.hello.raw[range], "range \(range) not fresh")
+            restored.replaceSubrange(range, with: client.hello.raw[range])
+        }
+        #expect(restored == client.hello.raw)
+    }
+
+    @Test func computableAndRandomShares() throws {
+        let expected: [(String, [UInt16], [UInt16])] = [
+            ("curl", [0x001D], []), ("python", [0x001D], []), ("node", [0x001D], []), ("go", [0x001D], []),
+            ("openssl-p-256", [0x0017], []), ("openssl-p-384", [0x0018], []), ("openssl-p-521", [0x0019], []),
+            ("openssl-x448", [0x001E], []), ("openssl-ffdhe2048", [], [0x0100]),
+        ]
+        for (name, computable, random) in expected {
+            let mirror = try CapturedHello(name).mirror()
+            #expect(mirror.computableGroups == computable, "\(name)")
+            #expect(mirror.uncomputableGroups == random, "\(name)")
+        }
+    }
+
+    @Test func twoMirrorsOfOneHelloDiffer() throws {
+        let client = try CapturedHello("curl")
+        let (first, second) = (try client.mirror(), try client.mirror())
+        #expect(first.random != second.random && first.raw != second.raw)
+        #expect(freshRanges(first.raw) == freshRanges(second.raw))
+    }
+
+    @Test func refusals() throws {
+        let client = try CapturedHello("curl")
+        // Records that carry more or less than the hello.
+        #expect(throws: MirrorError.framing("a partial record")) {
+            try MirrorHello(of: client.hello, records: client.records.dropLast()).bytes.count
+        }
+        #expect(throws: MirrorError.framing("the records do not carry exactly the ClientHello")) {
+            try MirrorHello(of: client.hello, records: client.records + [22, 3, 3, 0, 1, 0]).bytes.count
+        }
+        #expect(throws: MirrorError.framing("a record of type 23 around the ClientHello")) {
+            try MirrorHello(of: client.hello, records: client.records + [23, 3, 3, 0, 1, 0]).bytes.count
+        }
+        // A TLS 1.2-only hello (openssl s_client -tls1_2): no key_share.
+        let tls12 = decode(TLSReaderVectors.opensslTLS12Client)
+        let noShare = try #require(try ClientFlightReader().feedAll(tls12))
+        #expect(throws: MirrorError.noKeyShare) {
+            try MirrorHello(of: noShare, records: tls12[..<recordsEnd(tls12)]).bytes.count
+        }
+    }
+
+    @Test func earlyDataRecordsAreRandomBytesOfTheSameLengths() throws {
+        let client = try CapturedHello("openssl-early-data")
+        #expect(!client.rest.isEmpty)
+        // In one piece and dripped byte by byte: the same headers, fresh bodies.
+        var whole = MirrorEarlyData()
+        let mirrored = whole.mirror(client.rest)
+        var dripping = MirrorEarlyData()
+        let dripped = client.rest.flatMap { dripping.mirror([$0]) }
+        // openssl s_client's: a compatibility ChangeCipherSpec, then one application_data record.
+        #expect(recordHeaders(client.rest) == [[20, 3, 3, 0, 1], [23, 3, 3, 1, 0x4F]])
+        for out in [mirrored, dripped] {
+            #expect(out.count == client.rest.count)
+            #expect(recordHeaders(out) == recordHeaders(client.rest))
+            // The ChangeCipherSpec as it was; the early data's body fresh.
+            #expect(out[..<11] == client.rest[..<11])
+            #expect(out[11...] != client.rest[11...])
+        }
+    }
+}
+
+extension ClientFlightReader {
+    /// A new reader's answer to all of `bytes` at once.
+    func feedAll(_ bytes: [UInt8]) throws -> ClientHello? {
+        var reader = self
+        return try reader.feed(bytes)
+    }
+}
+
+/// The end of the records that carry a flight's first ClientHello.
+func recordsEnd(_ bytes: [UInt8]) -> Int {
+    var reader = ClientFlightReader()
+    _ = try? reader.feed(bytes)
+    return reader.bytesConsumed
+}
+
+// MARK: Real handshakes
+
+/// `openssl s_server` on 127.0.0.1 with a fixture's chain, killed by `stop()` or deinit.
+final class OpenSSLServer: @unchecked Sendable {
+    let process = Process()
+    let port: UInt16
+    private let input = Pipe()
+
+    /// Serves `<leaf>.pem` with good-intermediate.pem (a chain of two); `intermediate: false`: the leaf alone.
+    init(_ leaf: String = "leaf-ec256", _ arguments: [String] = [], web: Bool = true, intermediate: Bool = true) throws {
+        port = try freePort()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["openssl", "s_server", "-accept", "127.0.0.1:\(port)", "-quiet"] + (web ? ["-www"] : [])
+            + ["-cert", Paths.fixture("\(leaf).pem"), "-key", Paths.fixture("\(leaf).key.pem")]
+            + (intermediate ? ["-cert_chain", Paths.fixture("good-intermediate.pem")] : []) + arguments
+        process.standardInput = input
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Listening within 15 s (a loaded machine), tried every 50 ms.
+        for _ in 0..<300 {
+            if let fd = try? connectedSocket(port: port) {
+                close(fd)
+                return
+            }
+            usleep(50_000)
+        }
+        stop()
+        throw HelperError(message: "openssl s_server \(arguments) did not listen on \(port)")
+    }
+
+    /// SIGKILL: s_server started from the test process does not end on SIGTERM (it inherits the
+    /// test runner's blocked signals).
+    func stop() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    deinit { stop() }
+}
+
+/// A mirror handshake run against a real server: the verdict and every byte the server sent.
+struct MirrorRun {
+    var verdict: MirrorVerdict
+    var serverBytes: [UInt8]
+    var secondHello: [UInt8]?
+}
+
+/// Connects to 127.0.0.1:port, writes the mirror (and `after`, e.g. mirrored early data), and feeds
+/// what the server answers until a final verdict; a HelloRetryRequest is answered with
+/// `second`'s mirror. At most 20 s and 1 MiB.
+func runMirror(port: UInt16, _ hello: MirrorHello, after: [UInt8] = [], second: CapturedHello? = nil,
+               secondRecords: [UInt8] = []) throws -> MirrorRun {
+    let fd = try connectedSocket(port: port)
+    defer { close(fd) }
+    func send(_ bytes: [UInt8]) { _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
+    send(hello.bytes + after)
+    var handshake = MirrorHandshake(hello: hello)
+    var run = MirrorRun(verdict: .pending, serverBytes: [])
+    var buffer = [UInt8](repeating: 0, count: 16384)
+    let deadline = Date().addingTimeInterval(20)
+    while Date() < deadline && run.serverBytes.count < 1 << 20 {
+        var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&ready, 1, 200) > 0 else { continue }
+        let n = recv(fd, &buffer, buffer.count, 0)
+        guard n > 0 else { break }
+        run.serverBytes += buffer[0..<n]
+        run.verdict = handshake.feed(buffer[0..<n])
+        switch run.verdict {
+        case .pending: continue
+        case .helloRetry:
+            let client = try #require(second)
+            let bytes = try handshake.secondHello(mirroring: client.hello, records: secondRecords)
+            run.secondHello = bytes
+            send(bytes)
+        default:
+            return run
+        }
+    }
+    return run
+}
+
+@Suite(.serialized) struct MirrorHandshakeTests {
+    static let ecChain: [[UInt8]] = (try? chainDER("leaf-ec256.chain.pem")) ?? []
+
+    func expectVerified(_ verdict: MirrorVerdict, chain: [[UInt8]] = ecChain, scheme: UInt16 = 0x0403,
+                        sourceLocation: SourceLocation = #_sourceLocation) {
+        guard case .verified(let flight) = verdict else {
+            Issue.record("not verified: \(verdict)", sourceLocation: sourceLocation)
+            return
+        }
+        // Compared as a Bool: a failure would print every byte of both chains.
+        let sameChain = flight.chain == chain
+        #expect(sameChain, "chain of \(flight.chain.count) certificates", sourceLocation: sourceLocation)
+        #expect(flight.signatureScheme == scheme, sourceLocation: sourceLocation)
+    }
+
+    /// X25519 (curl, Go, Python, Node), P-256, P-384, P-521 and X448: the server takes the mirror's
+    /// share, and the flight verifies under the secret pinproxy derived.
+    @Test func everyComputableGroupVerifies() throws {
+        let server = try OpenSSLServer()
+        defer { server.stop() }
+        for name in ["curl", "go", "python", "node", "openssl-p-256", "openssl-p-384", "openssl-p-521", "openssl-x448"] {
+            let mirror = try CapturedHello(name).mirror()
+            let run = try runMirror(port: server.port, mirror)
+            expectVerified(run.verdict)
+            // The same bytes fed one at a time give the same verdict.
+            var dripped = MirrorHandshake(hello: mirror)
+            var last = MirrorVerdict.pending
+            for byte in run.serverBytes where last == .pending { last = dripped.feed([byte]) }
+            #expect(last == run.verdict, "\(name) dripped")
+        }
+    }
+
+    @Test func anRSALeafVerifies() throws {
+        let server = try OpenSSLServer("leaf-rsa2048")
+        defer { server.stop() }
+        let run = try runMirror(port: server.port, try CapturedHello("curl").mirror())
+        expectVerified(run.verdict, chain: try chainDER("leaf-rsa2048.chain.pem"), scheme: 0x0804)
+    }
+
+    /// The server wants P-384, which curl's hello has no share for: HelloRetryRequest on the
+    /// mirror, answered with the mirror of curl's own second hello (TLS13Vectors.curlHRRChaCha).
+    @Test func helloRetryRequestIsAnsweredWithTheMirrorOfTheSecondHello() throws {
+        let server = try OpenSSLServer("leaf-ec256", ["-groups", "secp384r1", "-ciphersuites", "TLS_CHACHA20_POLY1305_SHA256"])
+        defer { server.stop() }
+        let bytes = decode(TLS13Vectors.curlHRRChaCha.client)
+        var reader = ClientFlightReader()
+        let first = try #require(try reader.feed(bytes))
+        let firstEnd = reader.bytesConsumed
+        let second = try #require(try reader.readSecondHello(bytes[firstEnd...]))
+        let secondRecords = Array(bytes[firstEnd..<reader.bytesConsumed])
+        let mirror = try MirrorHello(of: first, records: bytes[..<firstEnd])
+        let secondCapture = CapturedHello(name: "curl CH2", hello: second, records: secondRecords, rest: [])
+        let run = try runMirror(port: server.port, mirror, second: secondCapture, secondRecords: secondRecords)
+        expectVerified(run.verdict)
+        // The mirror's second hello: the mirror's first random and session id, a P-384 share of its
+        // own, the client's record split (its ChangeCipherSpec included).
+        let sent = try #require(run.secondHello)
+        #expect(recordHeaders(sent) == recordHeaders(secondRecords))
+        var mirrorReader = ClientFlightReader()
+        let restated = try #require(try mirrorReader.feed(mirror.bytes))
+        let secondMirror = try #require(try mirrorReader.readSecondHello(sent))
+        #expect(secondMirror.random == restated.random && secondMirror.sessionID == restated.sessionID)
+        #expect(secondMirror.random != second.random)
+        var restored = secondMirror.raw
+        for range in freshRanges(second.raw) {
+            #expect(secondMirror.raw[range] != second.raw[range])
+            restored.replaceSubrange(range, with: second.raw[range])
+        }
+        #expect(restored == second.raw)
+    }
+
+    /// An interceptor with a certificate of its own for the name, answering the mirror as it would
+    /// the client: the mirror verifies, and shows the caller the rogue chain to judge.
+    @Test func aRogueServerShowsItsOwnChain() throws {
+        let server = try OpenSSLServer("rogue-leaf", intermediate: false)
+        defer { server.stop() }
+        let run = try runMirror(port: server.port, try CapturedHello("go").mirror())
+        expectVerified(run.verdict, chain: try chainDER("rogue-leaf.chain.pem"))
+    }
+
+    @Test func aSecondHelloWithoutAHelloRetryIsRefused() throws {
+        let client = try CapturedHello("curl")
+        var handshake = MirrorHandshake(hello: try client.mirror())
+        #expect(throws: MirrorError.notAfterHelloRetry) { try handshake.secondHello(mirroring: client.hello, records: client.records) }
+    }
+
+    @Test func aTLS12ServerShowsItsChainInClear() throws {
+        let server = try OpenSSLServer("leaf-ec256", ["-tls1_2"])
+        defer { server.stop() }
+        let run = try runMirror(port: server.port, try CapturedHello("curl").mirror())
+        let expected = MirrorVerdict.tls12(chain: Self.ecChain)
+        #expect(run.verdict == expected, "\(run.verdict == .pending ? "pending" : "another verdict")")
+    }
+
+    /// A hello offering a real resumption's ticket: the mirror's identity and binder are random,
+    /// so the server makes a full handshake, verified.
+    @Test func aPSKOfferBecomesAFullHandshake() throws {
+        let server = try OpenSSLServer()
+        defer { server.stop() }
+        let client = try CapturedHello("openssl-psk")
+        #expect(client.hello.offersPreSharedKey)
+        let run = try runMirror(port: server.port, try client.mirror())
+        expectVerified(run.verdict)
+    }
+
+    /// A hello with early_data and its early-data records, mirrored as random bytes: the server
+    /// resumes nothing, skips them and makes a full handshake.
+    @Test func earlyDataIsMirroredAndSkipped() throws {
+        let server = try OpenSSLServer("leaf-ec256", ["-early_data"], web: false)
+        defer { server.stop() }
+        let client = try CapturedHello("openssl-early-data")
+        var early = MirrorEarlyData()
+        let run = try runMirror(port: server.port, try client.mirror(), after: early.mirror(client.rest))
+        expectVerified(run.verdict)
+    }
+
+    /// The server chose FFDHE 2048, whose share pinproxy sent as random bytes.
+    @Test func anUncomputableGroupIsUnverifiable() throws {
+        let server = try OpenSSLServer("leaf-ec256", ["-groups", "ffdhe2048"])
+        defer { server.stop() }
+        let run = try runMirror(port: server.port, try CapturedHello("openssl-ffdhe2048").mirror())
+        #expect(run.verdict == .unverifiable(.group(0x0100)))
+    }
+
+    /// A recorded flight: replayed to the same mirror it verifies; with one byte changed, or
+    /// replayed to another mirror of the same hello (other keys: what an interceptor replaying a
+    /// genuine server's answer offers), it fails.
+    @Test func aTamperedOrReplayedFlightFails() throws {
+        let server = try OpenSSLServer()
+        defer { server.stop() }
+        let client = try CapturedHello("curl")
+        let mirror = try client.mirror()
+        let run = try runMirror(port: server.port, mirror)
+        expectVerified(run.verdict)
+
+        var replay = MirrorHandshake(hello: mirror)
+        #expect(replay.feed(run.serverBytes) == run.verdict)
+
+        var tampered = run.serverBytes
+        tampered[tampered.count - 1] ^= 1
+        var flipped = MirrorHandshake(hello: mirror)
+        #expect(flipped.feed(tampered) == .failed(.flight(.undecryptable)))
+
+        var other = MirrorHandshake(hello: try client.mirror())
+        #expect(other.feed(run.serverBytes) == .failed(.flight(.undecryptable)))
+
+        // A server share that is no key of its group.
+        var badShare = run.serverBytes
+        let shareAt = try #require(indexOfX25519Share(badShare))
+        for index in shareAt..<shareAt + 32 { badShare[index] = 0 }
+        var zero = MirrorHandshake(hello: mirror)
+        #expect(zero.feed(badShare) == .failed(.keyShare("the server's 0x001d share is not a valid key")))
+
+        // A final verdict stays.
+        #expect(flipped.feed([0]) == .failed(.flight(.undecryptable)))
+
+        // Memory is bounded: a flight over the limit fails as soon as it is over.
+        let serverHelloEnd = 5 + (Int(run.serverBytes[3]) << 8 | Int(run.serverBytes[4]))
+        var bounded = MirrorHandshake(hello: mirror, limit: serverHelloEnd + 200)
+        #expect(bounded.feed(run.serverBytes) == .failed(.flight(.tooLarge)))
+        var boundedPlaintext = MirrorHandshake(hello: mirror, limit: 100)
+        #expect(boundedPlaintext.feed(run.serverBytes) == .failed(.plaintext(.tooLarge(limit: 100))))
+    }
+}
+
+/// Where the X25519 key_exchange of the ServerHello at the start of `bytes` begins.
+func indexOfX25519Share(_ bytes: [UInt8]) -> Int? {
+    let marker: [UInt8] = [0x00, 0x33, 0x00, 0x24, 0x00, 0x1D, 0x00, 0x20]
+    guard bytes.count > marker.count else { return nil }
+    for index in 0..<(bytes.count - marker.count) where Array(bytes[index..<index + marker.count]) == marker {
+        return index + marker.count
+    }
+    return nil
+}
+
+@Suite struct MirrorKeyScheduleTests {
+    /// RFC 8448 §3: from the (EC)DHE secret ("{server} extract secret "handshake"", IKM) and the
+    /// transcript ClientHello, ServerHello to the published server_handshake_traffic_secret.
+    @Test func serverHandshakeTrafficSecretOfRFC8448() throws {
+        let shared = secret(hexBytes("8bd4054fb55b9d63fdfbacf9f04b9f0d35e6d63f537563efd46272900f89492d"))
+        let suite = try TLS13Suite(0x1301)
+        let derived = serverHandshakeTrafficSecret(
+            shared: shared, suite: suite, signedTranscript: [RFC8448Vectors.clientHello, RFC8448Vectors.serverHello])
+        #expect(derived.matches(secret(RFC8448Vectors.serverHandshakeTrafficSecret)))
+        #expect(!derived.matches(secret(RFC8448Vectors.serverApplicationTrafficSecret)))
+    }
+}
+
+@Suite struct MirrorSecondHelloTests {
+    /// A HelloRetryRequest for TLS 1.3 (RFC 8446 §4.1.3) with the given key_share group and cookie.
+    func helloRetry(group: UInt16, cookie: [UInt8]? = nil) -> [UInt8] {
+        var extensions: [UInt8] = [0x00, 0x2B, 0x00, 0x02, 0x03, 0x04]                  // supported_versions
+        extensions += [0x00, 0x33, 0x00, 0x02] + uint16Bytes(Int(group))                 // key_share
+        if let cookie { extensions += [0x00, 0x2C] + uint16Bytes(cookie.count + 2) + uint16Bytes(cookie.count) + cookie }
+        let body = [0x03, 0x03] + helloRetryRequestRandom + [0] + [0x13, 0x03, 0] + uint16Bytes(extensions.count) + extensions
+        return [2, 0] + uint16Bytes(body.count) + body
+    }
+
+    /// curl's two hellos of TLS13Vectors.curlHRRChaCha (its second has a P-384 share, no cookie).
+    func curlHellos() throws -> (first: ClientHello, firstRecords: ArraySlice<UInt8>, second: ClientHello, secondRecords: ArraySlice<UInt8>) {
+        let bytes = decode(TLS13Vectors.curlHRRChaCha.client)
+        var reader = ClientFlightReader()
+        let first = try #require(try reader.feed(bytes))
+        let firstEnd = reader.bytesConsumed
+        let second = try #require(try reader.readSecondHello(bytes[firstEnd...]))
+        return (first, bytes[..<firstEnd], second, bytes[firstEnd..<reader.bytesConsumed])
+    }
+
+    @Test func theMirrorsRetryMustAskForTheGroupTheClientWasAskedFor() throws {
+        let curl = try curlHellos()
+        let first = try MirrorHello(of: curl.first, records: curl.firstRecords)
+        #expect(throws: MirrorError.retryGroupDiffers(client: 0x0018, mirror: 0x0017)) {
+            try MirrorHello(secondOf: curl.second, records: curl.secondRecords, first: first, retry: helloRetry(group: 0x0017)).raw.count
+        }
+        let second = try MirrorHello(secondOf: curl.second, records: curl.secondRecords, first: first, retry: helloRetry(group: 0x0018))
+        #expect(second.computableGroups == [0x0018] && second.random == first.random && second.sessionID == first.sessionID)
+    }
+
+    @Test func aCookieInOneRetryOnlyIsRefused() throws {
+        let curl = try curlHellos()
+        let first = try MirrorHello(of: curl.first, records: curl.firstRecords)
+        #expect(throws: MirrorError.cookieMismatch) {
+            try MirrorHello(secondOf: curl.second, records: curl.secondRecords, first: first,
+                            retry: helloRetry(group: 0x0018, cookie: [1, 2, 3])).raw.count
+        }
+    }
+}
