@@ -41,6 +41,7 @@ resolve:
 rules:
   - host: api.pinproxy.test
     pins: ["spki-sha256:kBQGSGfznkVIdbhVncSBp6O/buiORHazf74OhcSQKZE="]
+    mirror_checks: 0   # openssl s_server answers one connection at a time: no mirror (docs/policy.md)
 YAML
 grep -v keylog "$work/policy.yaml" > "$work/plain.yaml"
 start_proxy() {  # $1 config, $2 port

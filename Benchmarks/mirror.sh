@@ -48,7 +48,6 @@ proxy:
   deny_destinations: [link-local]
   dns: { nameservers: [], hosts_file: none }
   stats_interval: 0
-  mirror_checks: $2
   verify_cache_ttl: $3
 defaults: { unpinned: allow, trust: "ca-file:$F/both-roots.pem", require_backup: off }
 resolve:
@@ -56,6 +55,7 @@ resolve:
 rules:
   - host: api.pinproxy.test
     pins: ["spki-sha256:kBQGSGfznkVIdbhVncSBp6O/buiORHazf74OhcSQKZE="]
+    mirror_checks: $2
 YAML
   port[$1]=$(free_port)
   "$binary" run --config "$work/$1.yaml" --listen "127.0.0.1:${port[$1]}" 2>"$work/$1.log" &

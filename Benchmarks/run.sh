@@ -31,6 +31,7 @@ resolve:
 rules:
   - host: api.pinproxy.test
     pins: ["spki-sha256:kBQGSGfznkVIdbhVncSBp6O/buiORHazf74OhcSQKZE=", "spki-sha256:KCDrug7ej6zlHN6aFwgek+aRk6ExpqGsKfgGdPF+qhM="]
+    mirror_checks: 0   # openssl s_server answers one connection at a time: no mirror (docs/policy.md)
 YAML
 proxy_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 $bin run --config "$work/policy.yaml" --listen 127.0.0.1:$proxy_port 2>"$work/proxy.log" &

@@ -18,6 +18,7 @@ extension PolicyReader {
         }
         if let n = f["require_keylog"], let v = boolean(n, "defaults.require_keylog") { defaults.requireKeylog = v }
         if let n = f["quarantine"], let v = quarantine(n, "defaults.quarantine") { defaults.quarantine = v }
+        if let n = f["mirror_checks"], let v = integer(n, "defaults.mirror_checks", in: 0...4) { defaults.mirrorChecks = v }
         return defaults
     }
 

@@ -28,7 +28,6 @@ extension PolicyReader {
         if let n = f["dns"] { settings.dns = readDNS(n) }
         if let n = f["max_tunnels"], let v = integer(n, "proxy.max_tunnels", in: 1...1_000_000) { settings.maxTunnels = v }
         if let n = f["workers"], let v = integer(n, "proxy.workers", in: 1...64) { settings.workers = v }
-        if let n = f["mirror_checks"], let v = integer(n, "proxy.mirror_checks", in: 0...4) { settings.mirrorChecks = v }
         if let n = f["max_request_bytes"], let v = integer(n, "proxy.max_request_bytes", in: 256...1_048_576) { settings.maxRequestBytes = v }
         let durations: [(String, WritableKeyPath<ProxySettings, Double>)] = [
             ("header_timeout", \.headerTimeout), ("dns_timeout", \.dnsTimeout), ("connect_timeout", \.connectTimeout),

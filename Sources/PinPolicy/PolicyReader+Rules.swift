@@ -76,6 +76,7 @@ extension PolicyReader {
         let onExpiry = f["on_expiry"].flatMap { choice($0, "on_expiry", ExpiryBehaviour.self, options: [.enforce, .report]) }
         let requireKeylog = f["require_keylog"].flatMap { boolean($0, "require_keylog") } ?? defaults?.requireKeylog ?? false
         let quarantine = f["quarantine"].flatMap { self.quarantine($0, "quarantine") } ?? defaults?.quarantine ?? Rule.defaultQuarantine
+        let mirrorChecks = f["mirror_checks"].flatMap { integer($0, "mirror_checks", in: 0...4) } ?? defaults?.mirrorChecks ?? 1
 
         let patternText = pattern?.description ?? "?"
         switch mode {
@@ -84,6 +85,7 @@ extension PolicyReader {
             if f["trust"] != nil { fail(f["trust"], "the rule for '\(patternText)' is mode: unpinned: no chain is checked, so 'trust' has no effect") }
             if f["require_keylog"] != nil { fail(f["require_keylog"], "the rule for '\(patternText)' is mode: unpinned: no chain is checked, so 'require_keylog' has no effect") }
             if f["quarantine"] != nil { fail(f["quarantine"], "the rule for '\(patternText)' is mode: unpinned: no chain is checked, so nothing is caught and 'quarantine' has no effect") }
+            if f["mirror_checks"] != nil { fail(f["mirror_checks"], "the rule for '\(patternText)' is mode: unpinned: no chain is checked, so 'mirror_checks' has no effect") }
         case .enforce, .report:
             if pins.isEmpty && errors.count == errorsBeforePins {
                 fail(node, "the rule for '\(patternText)' has no pins; an \(mode.rawValue) rule needs at least one (pins: or pinset:), or write mode: unpinned to exclude the name")
@@ -107,6 +109,6 @@ extension PolicyReader {
         guard let pattern else { return nil }
         let effective = mode == .unpinned ? false : requireKeylog
         return Rule(pattern: pattern, ports: ports, mode: mode, trust: trust, pins: pins, pinset: pinsetName,
-                    expires: expires, onExpiry: onExpiry, requireKeylog: effective, quarantine: quarantine, line: line)
+                    expires: expires, onExpiry: onExpiry, requireKeylog: effective, quarantine: quarantine, mirrorChecks: mirrorChecks, line: line)
     }
 }

@@ -14,11 +14,11 @@ public enum PolicySection: String, CaseIterable, Sendable {
                       "connect_total_timeout", "probe_timeout", "idle_timeout", "verify_cache_ttl",
                       "drain_timeout", "log_format", "stats_interval", "keylog",
                       "upstream_proxy", "upstream_proxy_credentials_file", "relay", "metrics_listen", "plain_http",
-                      "allowed_plain_ports", "workers", "mirror_checks"]
+                      "allowed_plain_ports", "workers"]
         case .dns: ["nameservers", "hosts_file"]
         case .keylog: ["path", "wait", "mode"]
-        case .defaults: ["unpinned", "trust", "require_backup", "require_keylog", "quarantine"]
-        case .rule: ["host", "ip", "ports", "pins", "pinset", "mode", "trust", "expires", "on_expiry", "require_keylog", "quarantine"]
+        case .defaults: ["unpinned", "trust", "require_backup", "require_keylog", "quarantine", "mirror_checks"]
+        case .rule: ["host", "ip", "ports", "pins", "pinset", "mode", "trust", "expires", "on_expiry", "require_keylog", "quarantine", "mirror_checks"]
         case .pinEntry: ["pin", "file", "kind", "at", "label", "backup"]
         case .debug: ["until", "hosts"]
         }

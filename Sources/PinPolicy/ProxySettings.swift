@@ -91,10 +91,6 @@ public struct ProxySettings: Hashable, Sendable {
     public var probeTimeout: Double = 10
     public var idleTimeout: Double = 300
     public var verifyCacheTTL: Double = 60
-    /// `mirror_checks`: how many mirror connections a pinned tunnel gets (0: none, its TLS 1.3
-    /// without a key-log line rests on the probe). Each more is a decoy: an interceptor that picks
-    /// one connection of N + 1 at random wins with probability 1/(N + 1) and is caught otherwise.
-    public var mirrorChecks = 1
     public var drainTimeout: Double = 15
     public var logFormat: LogFormat = .text
     public var statsInterval: Double = 60
@@ -140,6 +136,8 @@ public struct PolicyDefaults: Hashable, Sendable {
     public var requireKeylog = false
     /// `quarantine`: how long a host:port stays quarantined after a caught interception (0: off).
     public var quarantine: TimeInterval = Rule.defaultQuarantine
+    /// `mirror_checks`: mirror connections per pinned tunnel (0: none).
+    public var mirrorChecks = 1
 
     public init(unpinned: UnpinnedDecision) { self.unpinned = unpinned }
 }

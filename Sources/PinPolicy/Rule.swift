@@ -68,12 +68,17 @@ public struct Rule: Hashable, Sendable {
     /// `quarantine` of the rule, or of `defaults`: how long a host:port stays quarantined after a
     /// check caught a chain failing this rule that a client could have been shown (0: never).
     public let quarantine: TimeInterval
+    /// `mirror_checks` of the rule, or of `defaults`: how many mirror connections a tunnel gets
+    /// (0: none, a TLS 1.3 tunnel without a key-log line then rests on a probe made for it). Each
+    /// more is a decoy: an interceptor that picks one connection of N + 1 at random wins with
+    /// probability 1/(N + 1) and is caught otherwise.
+    public let mirrorChecks: Int
     /// Line of the rule in the policy file.
     public let line: Int
 
     public init(pattern: RulePattern, ports: [UInt16]? = nil, mode: RuleMode = .enforce, trust: Trust = .system,
                 pins: [PinEntry] = [], pinset: String? = nil, expires: Date? = nil, onExpiry: ExpiryBehaviour? = nil,
-                requireKeylog: Bool = false, quarantine: TimeInterval = Rule.defaultQuarantine, line: Int = 0) {
+                requireKeylog: Bool = false, quarantine: TimeInterval = Rule.defaultQuarantine, mirrorChecks: Int = 1, line: Int = 0) {
         self.pattern = pattern
         self.ports = ports
         self.mode = mode
@@ -84,6 +89,7 @@ public struct Rule: Hashable, Sendable {
         self.onExpiry = onExpiry
         self.requireKeylog = requireKeylog
         self.quarantine = quarantine
+        self.mirrorChecks = mirrorChecks
         self.line = line
     }
 

@@ -71,7 +71,7 @@ import TestSupport
     /// besides the probe's, and the genuine tunnel passes.
     @Test func decoysAreVerifiedToo() throws {
         let server = try Upstream("leaf-ec256", name: "good", tls: "1.3")
-        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: Self.apiPinned, proxy: "mirror_checks: 2"))
+        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.leafEC) + "\n    mirror_checks: 2")))
         for _ in 0..<3 { #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port).body == "hello from good\n") }
         let closed = proxy.events("tunnel_closed", count: 3)
         #expect(closed.count == 3 && closed.allSatisfy { $0["verify"] == "probe+mirror" }, "\(closed)")
@@ -82,7 +82,7 @@ import TestSupport
     /// the check a TLS 1.3 tunnel then rests on).
     @Test func withoutMirrorsTheProbeIsMadeForEveryConnect() throws {
         let server = try Upstream("leaf-ec256", name: "good", tls: "1.3")
-        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: Self.apiPinned, proxy: "mirror_checks: 0"))
+        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.leafEC) + "\n    mirror_checks: 0")))
         for _ in 0..<2 { #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port).body == "hello from good\n") }
         #expect(proxy.events("tunnel_allowed", count: 2).map { $0["cached"] ?? "?" } == ["false", "false"])
         let closed = proxy.events("tunnel_closed", count: 2)

@@ -236,8 +236,8 @@ final class Worker: @unchecked Sendable {
     func sessionObjectMade() { tally.withLock { $0.counters.liveSessionObjects += 1 } }
     func sessionObjectFreed() { tally.withLock { $0.counters.liveSessionObjects -= 1 } }
 
-    func probe(_ key: ProbeHub.Key, settings: ProxySettings, _ callback: @escaping (ProbeResult) -> Void) -> ProbeHub.Waiter {
-        let waiter = probes.probe(key, settings: settings, callback)
+    func probe(_ key: ProbeHub.Key, settings: ProxySettings, cacheable: Bool, _ callback: @escaping (ProbeResult) -> Void) -> ProbeHub.Waiter {
+        let waiter = probes.probe(key, settings: settings, cacheable: cacheable, callback)
         let (started, hits) = (probes.started, probes.cacheHits)
         tally.withLock {
             $0.probes = started

@@ -107,11 +107,11 @@ final class ProbeHub {
     init(loop: EventLoop) { self.loop = loop }
 
     /// Calls back with a chain a probe saw within `verify_cache_ttl` at once (inside this call), or
-    /// once the probe in flight for `key` (started now if none) ends.
-    func probe(_ key: Key, settings: ProxySettings, _ callback: @escaping (ProbeResult) -> Void) -> Waiter {
+    /// once the probe in flight for `key` (started now if none) ends. Not `cacheable`: a probe made
+    /// now (a rule without mirrors, whose TLS 1.3 tunnels rest on it), or one already in flight.
+    func probe(_ key: Key, settings: ProxySettings, cacheable: Bool = true, _ callback: @escaping (ProbeResult) -> Void) -> Waiter {
         let waiter = Waiter()
-        // With no mirror a TLS 1.3 tunnel rests on its probe: the probe is then made for it.
-        if settings.verifyCacheTTL > 0, settings.mirrorChecks > 0, var cached = cache.lookup(key, at: .now, storedWithin: .milliseconds(Int(settings.verifyCacheTTL * 1000))) {
+        if settings.verifyCacheTTL > 0, cacheable, var cached = cache.lookup(key, at: .now, storedWithin: .milliseconds(Int(settings.verifyCacheTTL * 1000))) {
             cacheHits += 1
             cached.cached = true
             callback(cached)

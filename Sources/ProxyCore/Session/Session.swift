@@ -205,7 +205,10 @@ final class Session {
             let request = worker.resolver.resolve(name) { [unowned self] result in perform(machine.resolved(result)) }
             if case .resolving = machine.state, case .none = work { work = .resolving(request, deadline: deadline) }
         case .probe(let key):
-            let waiter = worker.probe(key, settings: settings) { [unowned self] result in
+            // A rule without mirrors leaves TLS 1.3 to the probe: it is then made for this CONNECT.
+            var cacheable = true
+            if case .probing(_, let rule) = machine.state { cacheable = rule.mirrorChecks > 0 }
+            let waiter = worker.probe(key, settings: settings, cacheable: cacheable) { [unowned self] result in
                 perform(machine.probed(result, at: Date(), debugBypassEnabled: worker.debugBypassEnabled))
             }
             if case .probing = machine.state, case .none = work { work = .probing(waiter) }
@@ -221,9 +224,8 @@ final class Session {
             let perAddress = settings.connectTimeout, deadline = hop == nil ? total : settings.connectTotalTimeout
             // A pinned tunnel's mirror connections start in the same turn, in random order with
             // the tunnel's: an interceptor sees look-alike connections arrive together.
-            var judged = false
-            if case .connecting(_, .pinned) = machine.state { judged = true }  // a probe's chain was judged: the tunnel is pinned
-            let mirrorCount = judged ? settings.mirrorChecks : 0
+            var mirrorCount = 0
+            if case .connecting(_, .pinned(let rule, _, _)) = machine.state { mirrorCount = rule.mirrorChecks }  // a probe's chain was judged: pinned
             var mirrors: [MirrorConnection] = []
             let tunnelAt = Int.random(in: 0...mirrorCount)
             var connector: Connector?
@@ -322,7 +324,7 @@ final class Session {
         var context = StreamCheck.Context(authority: admitted.authority, snapshot: admitted.snapshot, pinning: pinning,
                                           debugBypassEnabled: worker.debugBypassEnabled, keyLog: worker.keyLog)
         context.quarantine = worker.quarantine
-        context.mirrorsOff = settings.mirrorChecks == 0
+        context.mirrorsOff = context.rule?.mirrorChecks == 0
         if !pendingMirrors.isEmpty {
             context.mirrors = .init(connections: pendingMirrors, loop: worker.loop, timeout: settings.probeTimeout)
         }
