@@ -50,14 +50,15 @@ final class Session {
         self.worker = worker
         self.id = id
         self.client = client
-        machine = SessionMachine(conn: id, client: client) { [unowned worker] in worker.isOwnAddress($0) }
+        machine = SessionMachine(conn: id, client: client) { [weak worker] in worker?.isOwnAddress($0) ?? false }
         worker.sessionObjectMade()  // balanced by deinit, which runs even when this init fails below
         guard let side = BufferEvent(loop: worker.loop, socket: fd) else { return nil }
         clientSide = side
         setNoDelay(fd)
         side.route(to: self, read: sessionReadCB, write: nil, event: sessionEventCB)
         side.enable(EV_READ)
-        work = .readingRequest(headerTimeout: Timer(loop: worker.loop, after: worker.snapshot.policy.proxy.headerTimeout) { [unowned self] in
+        work = .readingRequest(headerTimeout: Timer(loop: worker.loop, after: worker.snapshot.policy.proxy.headerTimeout) { [weak self] in
+            guard let self else { return }
             perform(machine.requestRejected(.headerTimeout))
         })
     }
@@ -201,14 +202,15 @@ final class Session {
             if record.validation != nil, let authority = record.authority { worker.forgetProbe(authority) }
             respondAndLinger(refusal, host: record.authority?.target.description)
         case .lookUp(let name):
-            let deadline = Timer(loop: worker.loop, after: settings.dnsTimeout) { [unowned self] in perform(machine.resolveTimedOut()) }
-            let request = worker.resolver.resolve(name) { [unowned self] result in perform(machine.resolved(result)) }
+            let deadline = Timer(loop: worker.loop, after: settings.dnsTimeout) { [weak self] in self?.dnsTimedOut() }
+            let request = worker.resolver.resolve(name) { [weak self] result in self?.resolvedName(result) }
             if case .resolving = machine.state, case .none = work { work = .resolving(request, deadline: deadline) }
         case .probe(let key):
             // A rule without mirrors leaves TLS 1.3 to the probe: it is then made for this CONNECT.
             var cacheable = true
             if case .probing(_, let rule) = machine.state { cacheable = rule.mirrorChecks > 0 }
-            let waiter = worker.probe(key, settings: settings, cacheable: cacheable) { [unowned self] result in
+            let waiter = worker.probe(key, settings: settings, cacheable: cacheable) { [weak self] result in
+                guard let self else { return }
                 perform(machine.probed(result, at: Date(), debugBypassEnabled: worker.debugBypassEnabled))
             }
             if case .probing = machine.state, case .none = work { work = .probing(waiter) }
@@ -234,7 +236,8 @@ final class Session {
                     mirrors.append(MirrorConnection(loop: worker.loop, addresses: dialled, perAddress: perAddress, total: deadline, through: hop))
                     continue
                 }
-                connector = Connector(loop: worker.loop, addresses: dialled, perAddress: perAddress, total: deadline, through: hop) { [unowned self] outcome in
+                connector = Connector(loop: worker.loop, addresses: dialled, perAddress: perAddress, total: deadline, through: hop) { [weak self] outcome in
+                    guard let self else { return }
                     switch outcome {
                     case .failed(let refusal): perform(machine.connectFailed(refusal))
                     case .connected(let fd, let address): tunnelConnected(fd: fd, address: address)
@@ -251,7 +254,8 @@ final class Session {
             openTunnel(record, decision)
         case .forward(let head):
             guard let clientSide else { return release() }
-            let forwarder = PlainForwarder(worker: worker, conn: id, client: client, side: clientSide) { [unowned self] end in
+            let forwarder = PlainForwarder(worker: worker, conn: id, client: client, side: clientSide) { [weak self] end in
+                guard let self else { return }
                 switch end {
                 case .finished: finish(.clientClosed)
                 case .refused(let refusal): perform(machine.plainRefused(refusal))
@@ -280,6 +284,9 @@ final class Session {
             release()
         }
     }
+
+    private func dnsTimedOut() { perform(machine.resolveTimedOut()) }
+    private func resolvedName(_ result: Result<[IPAddress], Resolver.Failure>) { perform(machine.resolved(result)) }
 
     /// Takes a `max_tunnels` slot when the machine has admitted the CONNECT, and gives it back when
     /// the machine has left the stages that hold one.
@@ -330,14 +337,15 @@ final class Session {
         }
         pendingMirrors = []
         let check = StreamCheck(context, ledger: worker.resumptions)
-        check.notify = { [unowned self] note in worker.logStreamNote(note, record: record) }
+        check.notify = { [weak self] note in self?.worker.logStreamNote(note, record: record) }
         let relay = Relay(loop: worker.loop, client: clientSide, upstream: upstream, idleTimeout: settings.idleTimeout, check: check,
-                          method: settings.relay) { [unowned self] end in
+                          method: settings.relay) { [weak self] end in
+            guard let self else { return }
             finish(.relay(end))
         }
         var bypassEnd: Timer?
         if case .bypassed(_, .debugBypass(let until)) = decision {
-            bypassEnd = Timer(loop: worker.loop, after: max(0, until.timeIntervalSinceNow)) { [unowned self] in finish(.debugBypassExpired) }
+            bypassEnd = Timer(loop: worker.loop, after: max(0, until.timeIntervalSinceNow)) { [weak self] in self?.finish(.debugBypassExpired) }
         }
         work = .relaying(relay, bypassEnd: bypassEnd)
         relay.start()
@@ -374,7 +382,7 @@ final class Session {
         clientSide.setWatermark(EV_READ, low: 0, high: 0)
         clientSide.route(to: self, read: sessionReadCB, write: sessionFlushedCB, event: sessionEventCB)
         clientSide.enable(EV_READ | EV_WRITE)
-        work = .lingering(giveUp: Timer(loop: worker.loop, after: 2) { [unowned self] in release() })
+        work = .lingering(giveUp: Timer(loop: worker.loop, after: 2) { [weak self] in self?.release() })
     }
 
     private func dropMirrors() {

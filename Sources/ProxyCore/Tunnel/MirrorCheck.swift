@@ -50,6 +50,8 @@ final class MirrorCheck {
     private var deadline: Timer?
     /// Called once, when the mirror decides after the bytes that started it.
     var onProgress: ((Progress) -> Void)?
+    /// What the stream check made of it, once it decided (its chain judged under the rule).
+    var finding: MirrorFinding?
 
     /// Sends the mirror of `hello` (whose records were `flight`) on `connection`, in `order` with the
     /// client's hello; gives up after `timeout` seconds. `reader` read the hello (a second one

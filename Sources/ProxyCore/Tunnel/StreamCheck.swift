@@ -43,8 +43,6 @@ final class StreamCheck {
     /// With mirror connections, until the ClientHello is complete: the client's bytes, for the
     /// mirror to copy its record framing (bounded by the reader's limit).
     private var firstFlight: [UInt8] = []
-    /// What each mirror check found, once it decided (by the check's identity).
-    private var mirrorFindings: [ObjectIdentifier: MirrorFinding] = [:]
     /// Server bytes held after a TLS 1.3 ServerHello with no key log, waiting for the mirrors.
     private var heldForMirrors = 0
 
@@ -414,13 +412,13 @@ final class StreamCheck {
         case .unavailable(let detail):
             finding = .unavailable(detail)
         }
-        mirrorFindings[ObjectIdentifier(mirror)] = finding
+        mirror.finding = finding
     }
 
     /// A mirror's refusal, if one refused (the first, in the order the mirrors were made).
     private func mirrorCatch(_ checks: TLS13Checks, _ now: Date) -> Inspection? {
         for mirror in checks.mirrors {
-            if case .refused(let refusal) = mirrorFindings[ObjectIdentifier(mirror)], refusal != .done {
+            if case .refused(let refusal) = mirror.finding, refusal != .done {
                 phase = .done
                 return refusal
             }
@@ -435,7 +433,7 @@ final class StreamCheck {
             return unverifiable(hellos, now, because: context.mirrorsOff ? nil : "no mirror connection")
         }
         if let refusal = mirrorCatch(checks, now) { return refusal }
-        let findings = checks.mirrors.map { mirrorFindings[ObjectIdentifier($0)] }
+        let findings = checks.mirrors.map(\.finding)
         if findings.contains(where: { $0 == nil }) { return .hold }
         phase = .done
         // The tunnel resumed a session: the mirrors made full handshakes, which say nothing of it.
