@@ -269,7 +269,7 @@ public final class Proxy {
                 resumptions.forgetAll()
             }
             for (key, entry) in quarantine.reloaded(new) {
-                logger.emit(SessionLog.quarantineLifted(key, entry: entry, because: "rule_changed"))
+                logger.emit(SessionLog.quarantineLifted(key, entry: entry, because: .ruleChanged))
             }
             // Every worker takes the snapshot and judges its open tunnels again; the one
             // `policy_reloaded` line is written once all have answered, with their sums.

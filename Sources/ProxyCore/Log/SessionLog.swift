@@ -145,9 +145,9 @@ enum SessionLog {
     }
 
     /// A host:port's quarantine ended (its time ran out, or a reload changed its rule).
-    static func quarantineLifted(_ key: Quarantine.Key, entry: Quarantine.Entry, because why: String) -> LogRecord {
+    static func quarantineLifted(_ key: Quarantine.Key, entry: Quarantine.Entry, because why: Quarantine.Lift) -> LogRecord {
         var r = LogRecord(.info, "quarantine_lifted", [("host", .string(key.target.description)), ("port", .int(Int(key.port)))])
-        r.fields += [("since", .string(RFC3339.format(entry.since))), ("reason", .string(why))]
+        r.fields += [("since", .string(RFC3339.format(entry.since))), ("reason", .string(why.rawValue))]
         return r
     }
 

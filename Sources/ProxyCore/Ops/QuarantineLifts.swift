@@ -9,7 +9,7 @@ final class QuarantineLifts {
     init(loop: EventLoop, quarantine: Quarantine, logger: Logger) {
         timer = Timer(loop: loop, after: 1, repeating: true) {
             for (key, entry) in quarantine.lift(at: Date()) {
-                logger.emit(SessionLog.quarantineLifted(key, entry: entry, because: "expired"))
+                logger.emit(SessionLog.quarantineLifted(key, entry: entry, because: .expired))
             }
         }
     }

@@ -76,7 +76,7 @@ final class Session {
 
     // MARK: events from libevent
 
-    fileprivate func onReadable() {
+    func onReadable() {
         guard case .readingRequest = machine.state, let clientSide else {
             if case .lingering = machine.state, let input = clientSide?.input { evbuffer_drain(input, evbuffer_get_length(input)) }
             return  // early tunnel bytes wait in the input buffer (the read watermark caps them)
@@ -123,7 +123,7 @@ final class Session {
         }
     }
 
-    fileprivate func onFlushed() {
+    func onFlushed() {
         // Only once the refusal is out: a write callback still pending from the stage before (a
         // plain-HTTP request refused in the middle of its body) would half-close ahead of it.
         guard case .lingering = machine.state, let clientSide, evbuffer_get_length(clientSide.output) == 0 else { return }
@@ -131,7 +131,7 @@ final class Session {
     }
 
     /// Before the relay owns the client side, any event on it is a hang-up or an error.
-    fileprivate func onEvent(_ what: Int16) {
+    func onEvent(_ what: Int16) {
         if case .lingering = machine.state { return release() }
         finish(what & Int16(BEV_EVENT_EOF) != 0 ? .clientClosed : .clientError)
     }
@@ -402,52 +402,4 @@ final class Session {
         clientSide = nil
         worker.remove(self)
     }
-}
-
-/// What a `tunnel_closed` line is made from.
-struct ClosedTunnel {
-    /// What was known when it closed: the decision, if the tunnel opened.
-    let record: DecisionRecord
-    let bytesUp: Int
-    let bytesDown: Int
-    let duration: Duration
-    /// What the tunnel's stream check found, when it had one: how it was verified, the TLS it
-    /// negotiated, the chain it judged.
-    let stream: StreamSummary?
-    /// Which relay carried it at the end (nil: it never opened).
-    let relay: RelayStage?
-
-    /// How the tunnel passed, when it opened.
-    var passage: Passage? { record.passage }
-}
-
-extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}
-
-extension Target {
-    var ipValue: IPAddress? {
-        if case .ip(let a) = self { return a }
-        return nil
-    }
-}
-
-// The C trampolines: non-capturing, they find the session and hand the event over. The callback may
-// drop the last reference to the session, so it stays alive until they return.
-private func session(_ ctx: UnsafeMutableRawPointer?) -> Session {
-    guard let ctx else { preconditionFailure("bufferevent callback without its session") }
-    return Unmanaged<Session>.fromOpaque(ctx).takeUnretainedValue()
-}
-
-private let sessionReadCB: bufferevent_data_cb = { _, ctx in
-    let s = session(ctx)
-    withExtendedLifetime(s) { s.onReadable() }
-}
-private let sessionFlushedCB: bufferevent_data_cb = { _, ctx in
-    let s = session(ctx)
-    withExtendedLifetime(s) { s.onFlushed() }
-}
-private let sessionEventCB: bufferevent_event_cb = { _, what, ctx in
-    let s = session(ctx)
-    withExtendedLifetime(s) { s.onEvent(what) }
 }

@@ -229,3 +229,5 @@ struct MirrorClientRecords {
         return records
     }
 }
+
+@available(*, unavailable) extension MirrorCheck: Sendable {}

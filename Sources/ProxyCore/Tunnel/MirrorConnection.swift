@@ -176,3 +176,5 @@ private let mirrorEventCB: bufferevent_event_cb = { _, what, ctx in
     let m = mirror(ctx)
     withExtendedLifetime(m) { m.event(what, errno: savedErrno) }
 }
+
+@available(*, unavailable) extension MirrorConnection: Sendable {}

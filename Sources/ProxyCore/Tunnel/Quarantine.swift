@@ -20,6 +20,14 @@ final class Quarantine: @unchecked Sendable {
         let rule: Rule
     }
 
+    /// Why a quarantine ended: the `reason` of `quarantine_lifted`.
+    enum Lift: String, Sendable {
+        /// Its time ran out.
+        case expired
+        /// A reload changed the rule it was caught under.
+        case ruleChanged = "rule_changed"
+    }
+
     /// What `enter` did.
     enum Entered: Equatable {
         /// A new quarantine: the incident is worth a line.

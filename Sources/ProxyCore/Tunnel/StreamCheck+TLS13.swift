@@ -1,0 +1,227 @@
+import Foundation
+import PinPolicy
+import TLSInspection
+
+/// The stream check's TLS 1.3 half: the key-log check and the mirror check hold the server's
+/// encrypted flight until one of them speaks for it (see `StreamCheck`).
+extension StreamCheck {
+    // MARK: TLS 1.3 with the client's key log
+
+    /// The ServerHello passes; the encrypted records after it are held for the checks.
+    func tls13ServerHello(_ hellos: Hellos, _ checks: TLS13Checks, _ now: Date) -> Inspection {
+        let held = serverHeld
+        let plainEnd = Self.plaintextEnd(in: held)
+        let answer: Inspection
+        if let keyLog = checks.keyLog {
+            var progress = keyLog.serverHello(hellos.server)
+            if progress == .pending && plainEnd < held.count {
+                progress = held[plainEnd...].withUnsafeBytes { keyLog.serverBytes($0) }
+            }
+            answer = tls13Answer(progress, hellos, checks, now)
+        } else {
+            heldForMirrors = held.count - plainEnd
+            answer = tls13Answer(.pending, hellos, checks, now)
+        }
+        return answer == .hold ? .pass(count: plainEnd) : answer
+    }
+
+    /// Server bytes after a TLS 1.3 ServerHello: the key-log check reads them; without one they
+    /// wait for the mirrors (bounded as the key-log check bounds its flight).
+    func heldServerBytes(_ bytes: UnsafeRawBufferPointer, _ hellos: Hellos, _ checks: TLS13Checks, _ now: Date) -> Inspection {
+        if let keyLog = checks.keyLog { return tls13Answer(keyLog.serverBytes(bytes), hellos, checks, now) }
+        heldForMirrors += bytes.count
+        guard heldForMirrors <= 128 * 1024 else { return refuse(.malformedTLS, "the server's flight is over 128 KiB before the mirror decided", now) }
+        return tls13Answer(.pending, hellos, checks, now)
+    }
+
+    /// Where the plaintext ends in the held server bytes: past the complete handshake records (the
+    /// ServerHello ends its record in TLS 1.3) and compatibility ChangeCipherSpec records, up to the
+    /// first encrypted record; never inside a record, however the reads split the bytes.
+    static func plaintextEnd(in held: [UInt8]) -> Int {
+        var offset = 0
+        while offset + 5 <= held.count, held[offset] == 22 || held[offset] == 20 {
+            let length = Int(held[offset + 3]) << 8 | Int(held[offset + 4])
+            guard offset + 5 + length <= held.count else { break }
+            offset += 5 + length
+        }
+        return offset
+    }
+
+    private var keyLogWait: String { "\(Int(((context.keyLog?.waitSeconds ?? 0) * 1000).rounded())) ms" }
+
+    /// A key-log line (or its wait) decided after the bytes arrived.
+    func later(_ progress: KeyLogCheck.Progress) {
+        guard case .tls13Held(let hellos, let checks) = phase else { return }
+        let answer = tls13Answer(progress, hellos, checks, .now)
+        if answer != .hold { decide?(.upstream, answer) }
+    }
+
+    /// What the TLS 1.3 checks' progress means for the server's held bytes. The key log speaks for
+    /// the client's own connection, so its word decides (a mirror's catch is an incident either
+    /// way). Without a key-log line (none set, or none within `wait`), the mirrors decide.
+    private func tls13Answer(_ progress: KeyLogCheck.Progress, _ hellos: Hellos, _ checks: TLS13Checks, _ now: Date) -> Inspection {
+        if let keyLog = checks.keyLog, !keyLog.declaredMissing, progress != .missing {
+            // The client's own chain decides; a mirror's catch (already logged) waits for it.
+            if progress == .pending && keyLog.holding { return .hold }
+            return inspection(progress, hellos, keyLog, now)
+        }
+        if progress == .missing && context.rule?.requireKeylog == true, let keyLog = checks.keyLog {
+            return inspection(.missing, hellos, keyLog, now)
+        }
+        return mirrorAnswer(hellos, checks, now)
+    }
+
+    /// What the key-log check's progress means for the server's held bytes.
+    private func inspection(_ progress: KeyLogCheck.Progress, _ hellos: Hellos, _ keyLog: KeyLogCheck, _ now: Date) -> Inspection {
+        let answer: Inspection
+        switch progress {
+        case .pending:
+            if keyLog.holding { return .hold }
+            answer = keyLog.readingTickets ? .release : .done
+        case .missing:
+            if context.rule?.requireKeylog == true {
+                answer = refuse(.keylogMissing, "no key-log line for this TLS 1.3 handshake within \(keyLogWait); the client must write one (SSLKEYLOGFILE=\(context.keyLog?.path ?? "?"))", now)
+            } else {
+                answer = .done  // probe-only, as without a key log
+            }
+        case .invalid(let invalid):
+            answer = refuse(.keylogInvalid, invalid.detail, now)
+        case .opened(let flight):
+            if flight.chain.isEmpty {
+                if let refusal = resumeTLS13(hellos, keyLog, now) { return refusal }
+            } else if let refusal = judge(flight.chain, now, verifying: .probeAndKeylog) {
+                return refusal
+            }
+            // Tickets count only from a tunnel verified without a bypass.
+            if summary.verification == .probeAndKeylog { keyLog.accepted() } else { keyLog.stop() }
+            answer = keyLog.readingTickets ? .release : .done
+        }
+        if answer == .done { phase = .done }
+        return answer
+    }
+
+    // MARK: TLS 1.3 with the mirror check
+
+    /// Starts a mirror check on each mirror connection, each in its own random order with the
+    /// client's hello (which the relay forwards when this inspection returns).
+    func startMirrors(_ hello: ClientHello) -> [MirrorCheck] {
+        guard let setup = context.takeMirrors() else { return [] }
+        let flight = Array(firstFlight.prefix(clientReader.bytesConsumed))
+        firstFlight = []
+        return setup.connections.map { connection in
+            let check = MirrorCheck(connection: connection, hello: hello, flight: flight, reader: clientReader, order: .random(),
+                                    loop: setup.loop, timeout: setup.timeout)
+            if check.progress != .pending {
+                note(check, check.progress, .now)  // decided at once (it cannot be made)
+            } else {
+                check.onProgress = { [weak self, weak check] progress in if let check { self?.mirrorDecided(check, progress) } }
+            }
+            return check
+        }
+    }
+
+    /// A mirror decided: noted (a catch is an incident whatever the tunnel's state), and while the
+    /// tunnel's flight is held, the held bytes get their answer.
+    private func mirrorDecided(_ mirror: MirrorCheck, _ progress: MirrorCheck.Progress) {
+        note(mirror, progress, .now)
+        guard case .tls13Held(let hellos, let checks) = phase else { return }
+        let answer = tls13Answer(checks.keyLog?.declaredMissing == true ? .missing : .pending, hellos, checks, .now)
+        if answer != .hold { decide?(.upstream, answer) }
+    }
+
+    /// What a mirror found, judged once: its chain under the rule, as a stream chain is.
+    private func note(_ mirror: MirrorCheck, _ progress: MirrorCheck.Progress, _ now: Date) {
+        let finding: MirrorFinding
+        switch progress {
+        case .pending:
+            return
+        case .shown(let chain, _):
+            if let refusal = judge(chain, now, verifying: .probeAndMirror, stage: .mirror) { finding = .refused(refusal) } else { finding = .passed }
+        case .failed(let detail):
+            let refusal = refuse(.mirrorInvalid, "the server's flight on the mirror check does not verify: \(detail)", now, stage: .mirror)
+            if case .refuse = refusal {
+                notify?(.caught(InterceptionCatch(stage: .mirror, reason: .mirrorInvalid, detail: detail, chain: nil), judged: nil))
+            }
+            finding = .refused(refusal)
+        case .lost(let detail):
+            finding = .refused(refuse(.mirrorLost, detail, now, stage: .mirror))
+        case .unavailable(let detail):
+            finding = .unavailable(detail)
+        }
+        mirror.finding = finding
+    }
+
+    /// A mirror's refusal, if one refused (the first, in the order the mirrors were made).
+    private func mirrorCatch(_ checks: TLS13Checks, _ now: Date) -> Inspection? {
+        for mirror in checks.mirrors {
+            if case .refused(let refusal) = mirror.finding, refusal != .done {
+                phase = .done
+                return refusal
+            }
+        }
+        return nil
+    }
+
+    /// The tunnel's answer by its mirrors, when no key-log line speaks for it.
+    private func mirrorAnswer(_ hellos: Hellos, _ checks: TLS13Checks, _ now: Date) -> Inspection {
+        guard !checks.mirrors.isEmpty else {
+            phase = .done
+            return unverifiable(hellos, now, because: context.mirrorsOff ? nil : "no mirror connection")
+        }
+        if let refusal = mirrorCatch(checks, now) { return refusal }
+        let findings = checks.mirrors.map(\.finding)
+        if findings.contains(where: { $0 == nil }) { return .hold }
+        phase = .done
+        // The tunnel resumed a session: the mirrors made full handshakes, which say nothing of it.
+        if hellos.server.selectedIdentity != nil { return unverifiable(hellos, now, because: nil) }
+        for finding in findings {
+            if case .unavailable(let detail) = finding { return unverifiable(hellos, now, because: detail) }
+        }
+        for mirror in checks.mirrors { mirror.stop() }
+        if summary.overlooked == nil { summary.verifiedBy = .probeAndMirror }
+        return .done
+    }
+
+    /// A TLS 1.3 tunnel nothing verified by itself (no key-log line, no mirror, or a resumption):
+    /// refused while its host:port is quarantined, else relayed on the probe's verdict, saying why.
+    func unverifiable(_ hellos: Hellos, _ now: Date, because why: String?) -> Inspection {
+        for mirror in phase.tls13Checks?.mirrors ?? [] { mirror.stop() }
+        phase = .done
+        if let entry = context.quarantine?.entry(for: context.authority, at: now) {
+            let until = RFC3339.format(entry.until)
+            return refuse(.quarantined, "\(context.authority) is quarantined until \(until) after a caught interception; only tunnels pinproxy verifies by themselves pass (TLS 1.2, or TLS 1.3 with the client's key log)", now)
+        }
+        if hellos.server.selectedIdentity != nil {
+            summary.verifiedBy = .resumptionUnverified
+        } else {
+            summary.verifiedBy = .probeOnly
+            summary.unverifiedBecause = why
+        }
+        return .done
+    }
+
+    /// A TLS 1.3 resumption (no Certificate; its Finished opened under the client's line): the
+    /// ticket the server accepted must be one pinproxy read in a tunnel it verified.
+    private func resumeTLS13(_ hellos: Hellos, _ keyLog: KeyLogCheck, _ now: Date) -> Inspection? {
+        // After a HelloRetryRequest the server answered the second hello, whose offer may differ.
+        let answered = keyLog.secondHello ?? hellos.client
+        guard let index = hellos.server.selectedIdentity, Int(index) < answered.pskIdentities.count else {
+            return refuse(.keylogInvalid, "the server went on without a Certificate and without resuming an offered ticket", now)
+        }
+        let host = context.authority.target.description
+        guard ledger.contains(any: [.ticket(answered.pskIdentities[Int(index)])], host: host, port: context.authority.port, at: .now) else {
+            keyLog.stop()
+            return refuse(.unverifiedResumption, "the server resumed a TLS 1.3 session pinproxy never saw verified for \(host):\(context.authority.port)", now)
+        }
+        summary.verifiedBy = .probeAndKeylog
+        return nil
+    }
+
+    /// Tickets the server issued in a tunnel whose chain was verified with the key log (not a
+    /// resumption, nothing let through): their resumptions are verified.
+    func record(tickets: [[UInt8]]) {
+        guard summary.verification == .probeAndKeylog, let verdict = summary.judged?.evaluation.verdict, case .allowed = verdict else { return }
+        let host = context.authority.target.description
+        for ticket in tickets { ledger.record(.ticket(ticket), host: host, port: context.authority.port, at: .now) }
+    }
+}
