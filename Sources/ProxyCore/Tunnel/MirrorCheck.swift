@@ -36,6 +36,9 @@ final class MirrorCheck {
     }
 
     private let connection: MirrorConnection
+    private let loop: EventLoop
+    /// Tells `onProgress` on a loop turn of its own.
+    private var notifyTimer: Timer?
     private var phase: Phase
     private(set) var progress: Progress = .pending
     /// The client's bytes after its first hello: its second hello after a retry, early data.
@@ -48,7 +51,7 @@ final class MirrorCheck {
     /// The mirror's server asked for another group by a HelloRetryRequest.
     private var retried = false
     private var deadline: Timer?
-    /// Called once, when the mirror decides after the bytes that started it.
+    /// Called once when the mirror decides, on a loop turn after the decision.
     var onProgress: ((Progress) -> Void)?
     /// What the stream check made of it, once it decided (its chain judged under the rule).
     var finding: MirrorFinding?
@@ -60,18 +63,17 @@ final class MirrorCheck {
          loop: EventLoop, timeout: Double) {
         self.connection = connection
         self.clientReader = reader
+        self.loop = loop
+        phase = .decided
         let mirror: MirrorHello
         do {
             mirror = try MirrorHello(of: hello, records: flight)
         } catch {
-            phase = .decided
-            progress = .unavailable("the client's ClientHello cannot be mirrored: \(error)")
-            connection.close()
+            decide(.unavailable("the client's ClientHello cannot be mirrored: \(error)"))
             return
         }
         if let end = connection.ended {
-            phase = .decided
-            progress = Self.progress(after: end)
+            decide(Self.progress(after: end))
             return
         }
         phase = .reading(MirrorHandshake(hello: mirror))
@@ -97,6 +99,7 @@ final class MirrorCheck {
     func stop() {
         phase = .decided
         deadline = nil
+        notifyTimer = nil
         onProgress = nil
         connection.close()
     }
@@ -107,9 +110,14 @@ final class MirrorCheck {
         phase = .decided
         deadline = nil
         connection.close()  // never its Finished: the server sees a client that gave up
-        let notify = onProgress
-        onProgress = nil
-        notify?(outcome)
+        // Told on a turn of its own: a decision reached inside the relay's call (the client's
+        // bytes, the tunnel's ServerHello) must not act on the relay from within that call.
+        notifyTimer = Timer(loop: loop, after: 0) { [weak self] in
+            guard let self, let notify = onProgress else { return }
+            onProgress = nil
+            notifyTimer = nil
+            notify(outcome)
+        }
     }
 
     // MARK: the server's answer
@@ -158,6 +166,14 @@ final class MirrorCheck {
             // the two connections were answered differently, which a server does not do.
             decide(.lost("the mirror's HelloRetryRequest does not match the client's: \(error)"))
         }
+    }
+
+    /// The tunnel's server answered with its real ServerHello. A mirror still waiting for the
+    /// client's second hello will not get one: the server asked the mirror for another key share
+    /// but not the client, which it does not do for two copies of one hello.
+    func tunnelAnswered() {
+        guard case .awaitingSecondHello = phase, secondHello == nil else { return }
+        decide(.lost("the server sent the mirror a HelloRetryRequest but not the client"))
     }
 
     // MARK: the client's bytes after its first hello

@@ -111,11 +111,7 @@ extension StreamCheck {
         return setup.connections.map { connection in
             let check = MirrorCheck(connection: connection, hello: hello, flight: flight, reader: clientReader, order: .random(),
                                     loop: setup.loop, timeout: setup.timeout)
-            if check.progress != .pending {
-                note(check, check.progress, .now)  // decided at once (it cannot be made)
-            } else {
-                check.onProgress = { [weak self, weak check] progress in if let check { self?.mirrorDecided(check, progress) } }
-            }
+            check.onProgress = { [weak self, weak check] progress in if let check { self?.mirrorDecided(check, progress) } }
             return check
         }
     }

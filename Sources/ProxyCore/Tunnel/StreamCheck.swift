@@ -251,6 +251,7 @@ final class StreamCheck {
         }
         let hellos = Hellos(client: client, server: hello)
         phase = .tls13Held(hellos, checks)
+        for mirror in checks.mirrors { mirror.tunnelAnswered() }
         return tls13ServerHello(hellos, checks, now)
     }
 
