@@ -51,7 +51,8 @@ final class Resolver {
         // The request keeps itself alive until evdns calls back (which may happen before this returns).
         let context = Unmanaged.passRetained(request).toOpaque()
         let handle = evdns_getaddrinfo(dns, name, nil, &hints, { result, list, ctx in
-            let request = Unmanaged<ResolveRequest>.fromOpaque(ctx!).takeRetainedValue()
+            guard let ctx else { preconditionFailure("evdns callback without its request") }
+            let request = Unmanaged<ResolveRequest>.fromOpaque(ctx).takeRetainedValue()
             request.complete(result: result, list: list)
             if let list { evutil_freeaddrinfo(list) }
         }, context)
