@@ -484,33 +484,58 @@ import TestSupport
         #expect(proxy.events("stopped").first?["resumptions_unverified"] == "1", "\(proxy.events("stopped"))")
     }
 
-    /// A ticket read in a genuine tunnel resumes unverified before a catch; after the catch the same
-    /// resumption is refused `quarantined`, while a full handshake by another client is caught or
-    /// refused as every tunnel then.
-    @Test func aResumptionIsRefusedWhileTheHostIsQuarantined() throws {
+    /// Where the resumed ticket came from: a session in a tunnel pinproxy verified, or one the rogue
+    /// server minted (after a lucky interception) and the genuine server accepts (they share ticket
+    /// keys: upstream.py's `--rogue-cert`).
+    enum Ticket: String, CaseIterable, Sendable { case fromAVerifiedTunnel, mintedByTheRogueServer }
+
+    /// Item 5 both ways: before a catch a TLS 1.3 resumption with no key line is allowed and said
+    /// unverified (the residual: nothing can tell a minted ticket from a genuine one); after a catch
+    /// the same resumption is refused `quarantined`.
+    @Test(arguments: Ticket.allCases)
+    func aResumptionIsAllowedUnverifiedThenRefusedWhileTheHostIsQuarantined(ticket: Ticket) throws {
+        let server = try Upstream("leaf-ec256", name: "genuine", tls: "1.3",
+                                  extra: ["--rogue-cert", Paths.fixture("rogue-leaf.chain.pem"), "--rogue-key", Paths.fixture("rogue-leaf.key.pem")])
+        defer { server.stop() }
+        let roguePort = try #require(server.helper.reported["rogue_port"].flatMap(UInt16.init))
         // Takes curl's hellos only: s_client's (another shape) reach the genuine server.
         let capture = try Self.curlShapeCapture()
-        let scene = try Scene(.fingerprint(learnedFrom: capture.logPath))
-        defer { scene.stop() }
+        let interceptor = try Interceptor(genuine: server.port, rogue: roguePort, strategy: .fingerprint(learnedFrom: capture.logPath))
+        defer { interceptor.stop() }
+        let proxy = try ProxyProcess(config: policy(ports: [interceptor.port], rules: Self.rules))
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let session = directory + "/session.pem"
-        let first = try Self.sClient(proxy: scene.proxy.port, port: scene.port, session: session, resume: false)
-        #expect(first.contains("New, TLSv1.3") && first.contains("hello from genuine"), "\(first)")
-        let again = try Self.sClient(proxy: scene.proxy.port, port: scene.port, session: session, resume: true)
-        #expect(again.contains("Reused, TLSv1.3") && again.contains("hello from genuine"), "\(again)")
-        let before = scene.ends
-        #expect(before.map { $0["verify"] ?? "?" } == ["probe+mirror", "resumption-unverified"], "\(before)")
+        var tunnels = 0
+        switch ticket {
+        case .fromAVerifiedTunnel:
+            let first = try Self.sClient(proxy: proxy.port, port: interceptor.port, session: session, resume: false)
+            #expect(first.contains("New, TLSv1.3") && first.contains("hello from genuine"), "\(first)")
+            #expect(proxy.events("tunnel_closed", count: 1).first?["verify"] == "probe+mirror")
+            tunnels = 1
+        case .mintedByTheRogueServer:
+            let direct = try run("/bin/sh", ["-c", "printf 'GET / HTTP/1.1\\r\\nHost: \(Self.host)\\r\\n\\r\\n' | openssl s_client -connect 127.0.0.1:\(roguePort) "
+                                           + "-servername \(Self.host) -tls1_3 -CAfile '\(Paths.fixture("both-roots.pem"))' -ign_eof -sess_out '\(session)'"], timeout: 20)
+            #expect(direct.stdout.contains("New, TLSv1.3") && direct.stdout.contains("rogue"), "\(direct)")
+        }
 
-        #expect(try scene.curl() == "")
-        let caught = try #require(scene.proxy.waitFor("interception_suspected"))
+        let resumed = try Self.sClient(proxy: proxy.port, port: interceptor.port, session: session, resume: true)
+        #expect(resumed.contains("Reused, TLSv1.3") && resumed.contains("hello from genuine"), "\(resumed)")
+        let closed = try #require(proxy.events("tunnel_closed", count: tunnels + 1).last)
+        #expect(closed["verify"] == "resumption-unverified" && closed["level"] == "warning" && closed["reason"] == "resumption_unverified", "\(closed)")
+
+        let caughtOutput = try curl(proxy: proxy.port, host: Self.host, port: interceptor.port)
+        #expect(caughtOutput.body.isEmpty && caughtOutput.connectStatus == 200, "\(caughtOutput)")
+        let caught = try #require(proxy.waitFor("interception_suspected"))
         #expect(caught["stage"] == "mirror" && caught["chain.0.spki"] == Pins.rogueLeaf, "\(caught)")
 
-        let quarantined = try Self.sClient(proxy: scene.proxy.port, port: scene.port, session: session, resume: true)
+        let quarantined = try Self.sClient(proxy: proxy.port, port: interceptor.port, session: session, resume: true)
         #expect(!quarantined.contains("hello from"), "\(quarantined)")
-        let refused = try #require(scene.proxy.waitFor("tunnel_refused") { $0["reason"] == "quarantined" })
-        #expect(refused["tls"] == "TLSv1.3", "\(refused)")
+        let refused = try #require(proxy.waitFor("tunnel_refused") { $0["reason"] == "quarantined" })
+        #expect(refused["tls"] == "TLSv1.3" && refused["host"] == Self.host, "\(refused)")
         // Each resumption's tunnel and its mirror (random identities of the same lengths) offered a PSK.
-        #expect(scene.interceptor.entries.filter(\.offersPSK).count == 4)
+        #expect(interceptor.entries.filter(\.offersPSK).count == 4, "\(interceptor.entries)")
+        #expect(proxy.stop() == 0)
+        #expect(proxy.events("stopped").first?["resumptions_unverified"] == "1", "\(proxy.events("stopped"))")
     }
 }
