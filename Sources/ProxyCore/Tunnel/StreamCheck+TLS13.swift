@@ -160,20 +160,27 @@ extension StreamCheck {
 
     /// The tunnel's answer by its mirrors, when no key-log line speaks for it.
     private func mirrorAnswer(_ hellos: Hellos, _ checks: TLS13Checks, _ now: Date) -> Inspection {
-        guard !checks.mirrors.isEmpty else {
+        // A mirror's catch is this tunnel's refusal (it also starts the quarantine).
+        if let refusal = mirrorCatch(checks, now) { return refusal }
+        // While the host:port is quarantined no such tunnel passes, mirror or not: a mirror's pass
+        // says what pinproxy's connection was shown, not what this one was.
+        if let refusal = quarantined(now) {
+            checks.stop()
             phase = .done
+            return refusal
+        }
+        guard !checks.mirrors.isEmpty else {
             return unverifiable(hellos, now, because: context.mirrorsOff ? nil : "no mirror connection")
         }
-        if let refusal = mirrorCatch(checks, now) { return refusal }
         let findings = checks.mirrors.map(\.finding)
         if findings.contains(where: { $0 == nil }) { return .hold }
-        phase = .done
         // The tunnel resumed a session: the mirrors made full handshakes, which say nothing of it.
         if hellos.server.selectedIdentity != nil { return unverifiable(hellos, now, because: nil) }
         for finding in findings {
             if case .unavailable(let detail) = finding { return unverifiable(hellos, now, because: detail) }
         }
-        for mirror in checks.mirrors { mirror.stop() }
+        checks.stop()
+        phase = .done
         if summary.overlooked == nil { summary.verifiedBy = .probeAndMirror }
         return .done
     }
@@ -181,12 +188,9 @@ extension StreamCheck {
     /// A TLS 1.3 tunnel nothing verified by itself (no key-log line, no mirror, or a resumption):
     /// refused while its host:port is quarantined, else relayed on the probe's verdict, saying why.
     func unverifiable(_ hellos: Hellos, _ now: Date, because why: String?) -> Inspection {
-        for mirror in phase.tls13Checks?.mirrors ?? [] { mirror.stop() }
+        phase.tls13Checks?.stop()
         phase = .done
-        if let entry = context.quarantine?.entry(for: context.authority, at: now) {
-            let until = RFC3339.format(entry.until)
-            return refuse(.quarantined, "\(context.authority) is quarantined until \(until) after a caught interception; only tunnels pinproxy verifies by themselves pass (TLS 1.2, or TLS 1.3 with the client's key log)", now)
-        }
+        if let refusal = quarantined(now) { return refusal }
         if hellos.server.selectedIdentity != nil {
             summary.verifiedBy = .resumptionUnverified
         } else {
@@ -219,5 +223,12 @@ extension StreamCheck {
         guard summary.verification == .probeAndKeylog, let verdict = summary.judged?.evaluation.verdict, case .allowed = verdict else { return }
         let host = context.authority.target.description
         for ticket in tickets { ledger.record(.ticket(ticket), host: host, port: context.authority.port, at: .now) }
+    }
+
+    /// The refusal of a TLS 1.3 tunnel nothing verified by itself while its host:port is quarantined.
+    private func quarantined(_ now: Date) -> Inspection? {
+        guard let entry = context.quarantine?.entry(for: context.authority, at: now) else { return nil }
+        let until = RFC3339.format(entry.until)
+        return refuse(.quarantined, "\(context.authority) is quarantined until \(until) after a caught interception; only tunnels pinproxy verifies by themselves pass (TLS 1.2, or TLS 1.3 with the client's key log)", now)
     }
 }
