@@ -307,6 +307,18 @@ final class Session {
             return perform(machine.connectFailed(.internalError("bufferevent_socket_new failed")))
         }
         pendingUpstream = upstream
+        // The 200 waits for the mirror connections too: an interceptor that completed one connect
+        // and held the others would otherwise learn from the client's hello which was the tunnel's.
+        let waiting = pendingMirrors.filter { !$0.settled }
+        guard waiting.isEmpty else {
+            for mirror in waiting { mirror.onSettled = { [weak self] in self?.mirrorSettled(address) } }
+            return
+        }
+        perform(machine.connected(to: address))
+    }
+
+    private func mirrorSettled(_ address: SocketAddress) {
+        guard pendingUpstream != nil, pendingMirrors.allSatisfy(\.settled), case .connecting = machine.state else { return }
         perform(machine.connected(to: address))
     }
 

@@ -85,11 +85,12 @@ final class MirrorCheck {
         }
     }
 
-    /// A connection that was never made leaves the mirror unavailable (its connect came before any
-    /// hello: nothing told it from the tunnel's); one lost after the hello went out is lost.
+    /// A mirror connection that failed while the tunnel's was made is lost like one closed after its
+    /// hello: an interceptor that refused one of two look-alike connects at random must not win
+    /// the other by it.
     private static func progress(after end: MirrorConnection.End) -> Progress {
         switch end {
-        case .connectFailed(let why): return .unavailable("the mirror connection could not be made: \(why)")
+        case .connectFailed(let why): return .lost("the mirror connection could not be made while the tunnel's was: \(why)")
         case .closed(let why): return .lost("the mirror connection ended before the server's flight: \(why)")
         case .closedByPinproxy: return .lost("closed")
         }
@@ -109,7 +110,10 @@ final class MirrorCheck {
         progress = outcome
         phase = .decided
         deadline = nil
-        connection.close()  // never its Finished: the server sees a client that gave up
+        // The connection stays open, silent, until the stream check stops this check — after the
+        // tunnel's own ServerHello, when whoever answers has committed to the tunnel's server. A
+        // mirror closed as soon as it verified would tell an interceptor that held the other
+        // connection back which of the two was the client's.
         // Told on a turn of its own: a decision reached inside the relay's call (the client's
         // bytes, the tunnel's ServerHello) must not act on the relay from within that call.
         notifyTimer = Timer(loop: loop, after: 0) { [weak self] in
@@ -145,10 +149,13 @@ final class MirrorCheck {
         case .verified(let flight):
             decide(.shown(chain: flight.chain, version: 0x0304))
         case .unverifiable(let why):
-            // Asked by a retry for what pinproxy cannot read: an interceptor could ask every
-            // connection so, to blind the mirror and take the client's. Not an answer to rely on.
-            if retried { return decide(.lost("the server's HelloRetryRequest led the mirror to what it cannot check: \(why)")) }
-            decide(.unavailable(why.description))
+            // Only a key share the client itself sent, in a group pinproxy cannot compute (a
+            // post-quantum hybrid), leaves the tunnel to the probe, saying so. Anything else the
+            // server alone chose — a suite pinproxy does not open, a retry to such a group, a
+            // resumption of the mirror's random ticket or session — an interceptor could choose
+            // for every connection to blind the mirror and take the client's: not an answer.
+            if case .group = why, !retried { return decide(.unavailable(why.description)) }
+            decide(.lost("the server answered the mirror with what pinproxy cannot check: \(why)"))
         case .failed(let why):
             decide(.failed(why.description))
         }
@@ -160,7 +167,7 @@ final class MirrorCheck {
             let bytes = try handshake.secondHello(mirroring: second, records: secondFlight)
             retried = true
             phase = .reading(handshake)
-            connection.write(bytes)
+            connection.send(bytes, order: .random())
         } catch {
             // The client's retry and the mirror's disagree (another group, a cookie in one only):
             // the two connections were answered differently, which a server does not do.
@@ -192,11 +199,11 @@ final class MirrorCheck {
         for record in records {
             switch record.type {
             case 20:  // change_cipher_spec: one byte, the same for everyone
-                connection.write(record.bytes)
+                connection.send(record.bytes, order: .random())
                 if secondHello == nil { secondFlight += record.bytes }
             case 23:  // early data: what the server would skip, of the same length
                 var early = MirrorEarlyData()
-                connection.write(early.mirror(record.bytes))
+                connection.send(early.mirror(record.bytes), order: .random())
             case 22:
                 secondFlight += record.bytes
                 do {

@@ -44,11 +44,21 @@ final class MirrorConnection {
     private var state: State
     /// Bytes to write once connected (a hello that came before the connect completed).
     private var queued: [UInt8] = []
+    /// Bytes to write after this loop turn's socket writes, in order.
+    private var deferred: [UInt8] = []
     private var sendTimer: Timer?
     /// The server's bytes on the mirror connection.
     var onBytes: ((UnsafeRawBufferPointer) -> Void)?
     /// The connection failed or the server closed it: why.
     var onEnd: ((End) -> Void)?
+    /// Called once when the connect has completed or failed.
+    var onSettled: (() -> Void)?
+
+    /// The connect has completed or failed: nothing more to wait for before the tunnel opens.
+    var settled: Bool {
+        if case .connecting = state { return false }
+        return true
+    }
 
     /// Starts connecting now (the caller starts the tunnel's connector in the same turn, in random
     /// order with this one).
@@ -85,24 +95,31 @@ final class MirrorConnection {
                 write(bytes)
             }
         }
+        let settledNow = onSettled
+        onSettled = nil
+        settledNow?()
     }
 
     /// Sends `bytes` in `order` with the client's hello; queued until the connect completes.
+    /// Every write that mirrors one of the client's goes through here, in its own random order
+    /// with the client's (the hellos, a ChangeCipherSpec, early data); bytes never overtake
+    /// earlier ones still waiting for their turn.
     func send(_ bytes: [UInt8], order: Order) {
-        switch order {
-        case .beforeClient:
+        if order == .beforeClient && sendTimer == nil { return write(bytes) }
+        deferred += bytes
+        guard sendTimer == nil else { return }
+        sendTimer = Timer(loop: loop, after: 0) { [weak self] in
+            guard let self else { return }
+            sendTimer = nil
+            let bytes = deferred
+            deferred = []
             write(bytes)
-        case .afterClient:
-            sendTimer = Timer(loop: loop, after: 0) { [weak self] in
-                self?.sendTimer = nil
-                self?.write(bytes)
-            }
         }
     }
 
     /// Writes straight to the socket while nothing is queued (the bytes leave in this call), the
     /// rest through the bufferevent.
-    func write(_ bytes: [UInt8]) {
+    private func write(_ bytes: [UInt8]) {
         switch state {
         case .connecting:
             queued += bytes
@@ -125,6 +142,7 @@ final class MirrorConnection {
     func close() {
         sendTimer = nil
         queued = []
+        deferred = []
         switch state {
         case .connecting(let connector): connector.cancel()
         case .open, .ended: break
@@ -132,10 +150,12 @@ final class MirrorConnection {
         if ended == nil { state = .ended(.closedByPinproxy) }
         onBytes = nil
         onEnd = nil
+        onSettled = nil
     }
 
     private func end(_ how: End) {
         sendTimer = nil
+        deferred = []
         state = .ended(how)
         let done = onEnd
         onBytes = nil
