@@ -1,0 +1,34 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// Review of the mirror check (issue 18): attacks that should fail and, where they do not, fail
+/// here. Each test says the attack and what pinproxy must do.
+@Suite(.serialized) struct MirrorReviewTests {
+    /// The interceptor answers one of the two look-alike connections with the genuine server and
+    /// holds the other's hello. pinproxy closes its mirror as soon as the genuine flight verified
+    /// (it never sends a Finished), and holds the client's tunnel silent until its mirror decides;
+    /// so a close within a moment says "that was the mirror, the held one is the client's" (then the
+    /// rogue server answers it), silence says "that was the client's" (then the genuine server
+    /// answers the mirror too). The interceptor never shows a rogue chain to the mirror: it is never
+    /// caught, and gets about half of the client's connections.
+    @Test func anInterceptorThatWaitsForTheMirrorsCloseNeverGetsTheClient() throws {
+        let genuine = try Upstream("leaf-ec256", name: "genuine", tls: "1.3")
+        let rogue = try Upstream("rogue-leaf", name: "rogue", tls: "1.3")
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let watcherLog = directory + "/watcher.jsonl"
+        let watcher = try Helper("/usr/bin/env", ["python3", "\(Paths.scripts)/close_watcher.py", "--genuine", String(genuine.port),
+                                                  "--rogue", String(rogue.port), "--log", watcherLog])
+        defer { watcher.stop() }
+        let proxy = try ProxyProcess(config: policy(ports: [watcher.port], rules: MirrorCheckTests.apiPinned))
+        var bodies: [String] = []
+        for _ in 0..<8 {
+            bodies.append(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: watcher.port).body)
+        }
+        let intercepted = bodies.filter { $0.contains("rogue") }.count
+        let watched = (try? String(contentsOfFile: watcherLog, encoding: .utf8)) ?? ""
+        let closes = proxy.events("tunnel_closed").map { "\($0["verify"] ?? "?")/\($0["chain.0.spki"] ?? "-")" }
+        #expect(intercepted == 0, "the rogue server reached the client in \(intercepted) of 8 tunnels; caught: \(proxy.events("interception_suspected").count); tunnel_closed verify: \(closes); interceptor: \(watched)")
+    }
+}
