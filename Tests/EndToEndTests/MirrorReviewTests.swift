@@ -31,4 +31,31 @@ import TestSupport
         let closes = proxy.events("tunnel_closed").map { "\($0["verify"] ?? "?")/\($0["chain.0.spki"] ?? "-")" }
         #expect(intercepted == 0, "the rogue server reached the client in \(intercepted) of 8 tunnels; caught: \(proxy.events("interception_suspected").count); tunnel_closed verify: \(closes); interceptor: \(watched)")
     }
+
+    /// Behind a parent proxy that answers one of two simultaneous CONNECTs at once and holds the
+    /// other: pinproxy writes its `200` to the client only after the tunnel's connect, and the
+    /// mirror's hello waits for the client's, so a ClientHello on the answered connection says it is
+    /// the client's, silence says it is the mirror; either way the rogue server answers the client's
+    /// and the genuine server the mirror. An on-path attacker has the same
+    /// oracle by delaying one SYN-ACK. Never caught; every client connection.
+    @Test func anInterceptorThatHoldsOneConnectKnowsWhichIsTheClients() throws {
+        let genuine = try Upstream("leaf-ec256", name: "genuine", tls: "1.3")
+        let rogue = try Upstream("rogue-leaf", name: "rogue", tls: "1.3")
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let oracleLog = directory + "/oracle.jsonl"
+        let oracle = try Helper("/usr/bin/env", ["python3", "\(Paths.scripts)/connect_oracle.py", "--genuine", String(genuine.port),
+                                                 "--rogue", String(rogue.port), "--log", oracleLog])
+        defer { oracle.stop() }
+        let proxy = try ProxyProcess(config: policy(ports: [genuine.port], rules: MirrorCheckTests.apiPinned,
+                                                    proxy: "upstream_proxy: http://127.0.0.1:\(oracle.port)"))
+        var bodies: [String] = []
+        for _ in 0..<6 {
+            bodies.append(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: genuine.port).body)
+        }
+        let intercepted = bodies.filter { $0.contains("rogue") }.count
+        let oracleSaw = (try? String(contentsOfFile: oracleLog, encoding: .utf8)) ?? ""
+        let closes = proxy.events("tunnel_closed").map { $0["verify"] ?? "?" }
+        #expect(intercepted == 0, "the rogue server reached the client in \(intercepted) of 6 tunnels; caught: \(proxy.events("interception_suspected").count); tunnel_closed verify: \(closes); bodies: \(bodies); oracle: \(oracleSaw)")
+    }
 }
