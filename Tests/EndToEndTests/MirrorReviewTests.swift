@@ -58,4 +58,27 @@ import TestSupport
         let closes = proxy.events("tunnel_closed").map { $0["verify"] ?? "?" }
         #expect(intercepted == 0, "the rogue server reached the client in \(intercepted) of 6 tunnels; caught: \(proxy.events("interception_suspected").count); tunnel_closed verify: \(closes); bodies: \(bodies); oracle: \(oracleSaw)")
     }
+
+    /// A client that offers a TLS 1.3 suite pinproxy's mirror does not open (here
+    /// TLS_AES_128_CCM_SHA256 after AES-128-GCM; the genuine server picks GCM and the mirror
+    /// verifies it). The interceptor lets the probe through and answers every later connection from
+    /// a rogue server that picks CCM: the mirror is `unavailable` (`suite`), the tunnel goes on
+    /// `probe-only reason=mirror_unavailable`, and the client gets the rogue server. The documented
+    /// weaker case, forced at will by the server's choice alone, and never a catch.
+    @Test func aRogueServerThatPicksASuiteTheMirrorCannotOpenIsNotCaught() throws {
+        let genuine = try Upstream("leaf-ec256", name: "genuine", tls: "1.3")
+        let rogue = try Helper("/usr/bin/env", ["python3", "\(Paths.scripts)/ccm_server.py", "--cert", Paths.fixture("rogue-leaf.chain.pem"),
+                                                "--key", Paths.fixture("rogue-leaf.key.pem")])
+        defer { rogue.stop() }
+        let suites = ["--tls13-ciphers", "TLS_AES_128_GCM_SHA256:TLS_AES_128_CCM_SHA256"]
+        // Without the attacker: the genuine server picks GCM, the mirror verifies.
+        let honest = try ProxyProcess(config: policy(ports: [genuine.port], rules: MirrorCheckTests.apiPinned))
+        #expect(try curl(proxy: honest.port, host: "api.pinproxy.test", port: genuine.port, extra: suites).body == "hello from genuine\n")
+        #expect(honest.waitFor("tunnel_closed")?["verify"] == "probe+mirror")
+        let attacker = try Replayer(genuine: genuine.port, abort: "none", then: rogue.port)
+        let proxy = try ProxyProcess(config: policy(ports: [attacker.port], rules: MirrorCheckTests.apiPinned))
+        let result = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: attacker.port, extra: suites)
+        let closed = proxy.waitFor("tunnel_closed") ?? [:]
+        #expect(!result.body.contains("TLS_AES_128_CCM_SHA256"), "the client got the rogue server: \(result.body.prefix(120)); tunnel_closed: \(closed); caught: \(proxy.events("interception_suspected").count)")
+    }
 }
