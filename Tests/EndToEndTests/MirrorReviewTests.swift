@@ -81,4 +81,31 @@ import TestSupport
         let closed = proxy.waitFor("tunnel_closed") ?? [:]
         #expect(!result.body.contains("TLS_AES_128_CCM_SHA256"), "the client got the rogue server: \(result.body.prefix(120)); tunnel_closed: \(closed); caught: \(proxy.events("interception_suspected").count)")
     }
+
+    /// docs/tls13-keylog.md: while a host:port is quarantined, "every tunnel to it that pinproxy
+    /// cannot verify by itself (TLS 1.3 with no key-log line) is refused `quarantined`". The code
+    /// consults the quarantine only for a tunnel nothing verified (probe-only, resumption): a TLS 1.3
+    /// tunnel with no key line whose mirror passed goes on during the quarantine — so an interceptor
+    /// that was caught once goes on with a strategy the mirror does not catch (the two above).
+    @Test func whileQuarantinedATLS13TunnelWithoutAKeyLineIsRefused() throws {
+        let genuine = try Upstream("leaf-ec256", name: "genuine", tls: "1.3")
+        let rogue = try Upstream("rogue-leaf", name: "rogue", tls: "1.3")
+        var attacker: Replayer? = try Replayer(genuine: genuine.port, abort: "none", then: rogue.port)
+        let port = attacker!.port
+        let proxy = try ProxyProcess(config: policy(ports: [port], rules: MirrorCheckTests.apiPinned))
+        let first = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: port)
+        #expect(!first.body.contains("rogue"))
+        let caught = try #require(proxy.waitFor("interception_suspected"))
+        #expect(caught["stage"] == "mirror" && caught["quarantined_until"] != nil, "\(caught)")
+        attacker?.helper.stop()
+        attacker = nil
+        // The same port now reaches the genuine server only (the interceptor hides): still quarantined.
+        let back = try Upstream("leaf-ec256", name: "back", tls: "1.3", port: port)
+        let second = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: port)
+        let closes = proxy.events("tunnel_closed").map { "\($0["verify"] ?? "?")" }
+        let refused = proxy.events("tunnel_refused").map { $0["reason"] ?? "?" }
+        #expect(second.exitCode != 0 && refused.contains("quarantined"),
+                "a TLS 1.3 tunnel with no key line went on during the quarantine: body \(second.body); tunnel_closed verify: \(closes); refused: \(refused)")
+        _ = back
+    }
 }
