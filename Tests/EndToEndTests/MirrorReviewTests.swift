@@ -108,4 +108,47 @@ import TestSupport
                 "a TLS 1.3 tunnel with no key line went on during the quarantine: body \(second.body); tunnel_closed verify: \(closes); refused: \(refused)")
         _ = back
     }
+
+    /// The first hellos go out in random order; the mirror's SECOND hello (after a
+    /// HelloRetryRequest) is written at once from inside the relay's read of the client's
+    /// (`MirrorCheck.retry` → `MirrorConnection.write`), before the relay forwards the client's own:
+    /// always first. A server that asks for another group (here one that has only P-384) thus lets an
+    /// interceptor that relays both hellos and their retries tell the mirror (the first second hello)
+    /// from the client's. Over 16 tunnels the mirror's must come second at least 3 times.
+    @Test func afterAHelloRetryTheMirrorsSecondHelloDoesNotAlwaysComeFirst() throws {
+        let genuine = try Upstream("leaf-ec256", name: "genuine", tls: "1.3", extra: ["--groups", "secp384r1"])
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let orderLog = directory + "/order.jsonl"
+        let relay = try Helper("/usr/bin/env", ["python3", "\(Paths.scripts)/retry_order.py", "--genuine", String(genuine.port), "--log", orderLog])
+        defer { relay.stop() }
+        let proxy = try ProxyProcess(config: policy(ports: [relay.port], rules: MirrorCheckTests.apiPinned))
+        for _ in 1...16 {
+            #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: relay.port).body == "hello from genuine\n")
+        }
+        // Each connection's line: the mirrors' (no encrypted record) and the rest (tunnels, probes).
+        let deadline = Date().addingTimeInterval(10)
+        var seen: [(ns: Int, mirror: Bool)] = []
+        repeat {
+            let text = (try? String(contentsOfFile: orderLog, encoding: .utf8)) ?? ""
+            seen = text.split(separator: "\n").compactMap { line in
+                guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                      let ns = object["second_hello_ns"] as? Int else { return nil }
+                return (ns, !(object["encrypted"] as? Bool ?? true))
+            }
+            if seen.filter(\.mirror).count >= 16 { break }
+            usleep(20_000)
+        } while Date() < deadline
+        // A mirror's partner: the tunnel whose second hello came within 5 ms of its own.
+        var mirrorFirst = 0, pairs = 0
+        for mirror in seen where mirror.mirror {
+            guard let tunnel = seen.filter({ !$0.mirror }).min(by: { abs($0.ns - mirror.ns) < abs($1.ns - mirror.ns) }),
+                  abs(tunnel.ns - mirror.ns) < 5_000_000 else { continue }
+            pairs += 1
+            if mirror.ns < tunnel.ns { mirrorFirst += 1 }
+        }
+        // In random order, 3 or more of 16 come second but with probability 0.998.
+        #expect(pairs >= 12, "only \(pairs) tunnel/mirror pairs seen")
+        #expect(mirrorFirst <= pairs - 3, "the mirror's second hello came first in \(mirrorFirst) of \(pairs) retried handshakes")
+    }
 }
