@@ -151,4 +151,19 @@ import TestSupport
         #expect(pairs >= 12, "only \(pairs) tunnel/mirror pairs seen")
         #expect(mirrorFirst <= pairs - 3, "the mirror's second hello came first in \(mirrorFirst) of \(pairs) retried handshakes")
     }
+
+    /// A genuine server that serves one connection at a time (`openssl s_server`, many embedded
+    /// HTTPS servers). When it takes the tunnel's connection first, it sends its flight and waits
+    /// for the client's Finished, which pinproxy holds until the mirror decides; the mirror waits in
+    /// the server's accept queue: after `probe_timeout` the tunnel is refused `mirror_lost`.
+    @Test func aServerThatServesOneConnectionAtATimeIsNotRefused() throws {
+        let server = try Helper("/usr/bin/env", ["python3", "\(Paths.scripts)/ccm_server.py", "--cert", Paths.fixture("leaf-ec256.chain.pem"),
+                                                 "--key", Paths.fixture("leaf-ec256.key.pem"), "--suites", "TLS_AES_128_GCM_SHA256"])
+        defer { server.stop() }
+        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: MirrorCheckTests.apiPinned, proxy: "probe_timeout: 2s"))
+        var failed = 0
+        for _ in 0..<6 where try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port).status != 200 { failed += 1 }
+        let refused = proxy.events("tunnel_refused").map { "\($0["reason"] ?? "?"): \($0["detail"] ?? "")" }
+        #expect(failed == 0, "\(failed) of 6 requests to a genuine one-at-a-time server failed: \(refused)")
+    }
 }
