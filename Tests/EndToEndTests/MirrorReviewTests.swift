@@ -33,11 +33,12 @@ import TestSupport
     }
 
     /// Behind a parent proxy that answers one of two simultaneous CONNECTs at once and holds the
-    /// other: pinproxy writes its `200` to the client only after the tunnel's connect, and the
-    /// mirror's hello waits for the client's, so a ClientHello on the answered connection says it is
-    /// the client's, silence says it is the mirror; either way the rogue server answers the client's
-    /// and the genuine server the mirror. An on-path attacker has the same
-    /// oracle by delaying one SYN-ACK. Never caught; every client connection.
+    /// other (an on-path attacker can do the same by delaying one SYN-ACK). pinproxy once wrote its
+    /// `200` as soon as the tunnel's connect completed, so a ClientHello on the answered connection
+    /// told the tunnel from the mirror and the attacker won every time, uncaught. Now the `200`
+    /// waits for every mirror connect: the oracle learns nothing and is left to guess, so it is
+    /// caught (at random, within 12 tunnels but with probability 1/4096), gets a rogue body only
+    /// before its catch, and nothing after it (quarantine).
     @Test func anInterceptorThatHoldsOneConnectKnowsWhichIsTheClients() throws {
         let genuine = try Upstream("leaf-ec256", name: "genuine", tls: "1.3")
         let rogue = try Upstream("rogue-leaf", name: "rogue", tls: "1.3")
@@ -49,14 +50,16 @@ import TestSupport
         defer { oracle.stop() }
         let proxy = try ProxyProcess(config: policy(ports: [genuine.port], rules: MirrorCheckTests.apiPinned,
                                                     proxy: "upstream_proxy: http://127.0.0.1:\(oracle.port)"))
-        var bodies: [String] = []
-        for _ in 0..<6 {
-            bodies.append(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: genuine.port).body)
+        var rogueAfterCatch = 0, rogueBeforeCatch = 0
+        for _ in 0..<12 {
+            let caughtBefore = !proxy.events("interception_suspected").isEmpty
+            let body = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: genuine.port).body
+            if body.contains("rogue") { if caughtBefore { rogueAfterCatch += 1 } else { rogueBeforeCatch += 1 } }
         }
-        let intercepted = bodies.filter { $0.contains("rogue") }.count
         let oracleSaw = (try? String(contentsOfFile: oracleLog, encoding: .utf8)) ?? ""
-        let closes = proxy.events("tunnel_closed").map { $0["verify"] ?? "?" }
-        #expect(intercepted == 0, "the rogue server reached the client in \(intercepted) of 6 tunnels; caught: \(proxy.events("interception_suspected").count); tunnel_closed verify: \(closes); bodies: \(bodies); oracle: \(oracleSaw)")
+        let caught = proxy.events("interception_suspected")
+        #expect(caught.count == 1 && caught.first?["stage"] == "mirror", "caught: \(caught.count); oracle: \(oracleSaw)")
+        #expect(rogueAfterCatch == 0 && rogueBeforeCatch <= 9, "rogue bodies before the catch: \(rogueBeforeCatch), after: \(rogueAfterCatch); oracle: \(oracleSaw)")
     }
 
     /// A client that offers a TLS 1.3 suite pinproxy's mirror does not open (here
@@ -153,17 +156,25 @@ import TestSupport
     }
 
     /// A genuine server that serves one connection at a time (`openssl s_server`, many embedded
-    /// HTTPS servers). When it takes the tunnel's connection first, it sends its flight and waits
-    /// for the client's Finished, which pinproxy holds until the mirror decides; the mirror waits in
-    /// the server's accept queue: after `probe_timeout` the tunnel is refused `mirror_lost`.
-    @Test func aServerThatServesOneConnectionAtATimeIsNotRefused() throws {
+    /// HTTPS servers) cannot answer the mirror while it waits for the client's Finished on the
+    /// tunnel (or the tunnel while the silent mirror holds it): no look-alike can be made of one
+    /// connection, so its tunnels are refused `mirror_lost` after `probe_timeout`, with a hint, and
+    /// its rule's `mirror_checks: 0` makes them work (a probe made for each CONNECT).
+    @Test func aServerThatServesOneConnectionAtATimeNeedsMirrorChecksZero() throws {
         let server = try Helper("/usr/bin/env", ["python3", "\(Paths.scripts)/ccm_server.py", "--cert", Paths.fixture("leaf-ec256.chain.pem"),
                                                  "--key", Paths.fixture("leaf-ec256.key.pem"), "--suites", "TLS_AES_128_GCM_SHA256"])
         defer { server.stop() }
         let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: MirrorCheckTests.apiPinned, proxy: "probe_timeout: 2s"))
+        #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port).status != 200)
+        let refused = try #require(proxy.waitFor("tunnel_refused"))
+        #expect(refused["stage"] == "mirror" && refused.refusal == .stream(.mirrorLost) && refused["hint"]?.contains("mirror_checks: 0") == true, "\(refused)")
+        #expect(proxy.events("interception_suspected").isEmpty)
+
+        let plain = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.leafEC) + "\n    mirror_checks: 0"),
+                                                    proxy: "probe_timeout: 2s"))
         var failed = 0
-        for _ in 0..<6 where try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port).status != 200 { failed += 1 }
-        let refused = proxy.events("tunnel_refused").map { "\($0["reason"] ?? "?"): \($0["detail"] ?? "")" }
-        #expect(failed == 0, "\(failed) of 6 requests to a genuine one-at-a-time server failed: \(refused)")
+        for _ in 0..<6 where try curl(proxy: plain.port, host: "api.pinproxy.test", port: server.port).status != 200 { failed += 1 }
+        #expect(failed == 0, "\(failed) of 6 requests with mirror_checks: 0 failed: \(plain.events("tunnel_refused").map { $0["detail"] ?? "" })")
+        #expect(plain.events("tunnel_closed", count: 6).allSatisfy { $0["verify"] == "probe-only" })
     }
 }

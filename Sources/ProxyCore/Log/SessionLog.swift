@@ -200,7 +200,7 @@ enum SessionLog {
         case .keylogInvalid: return "the client's key-log line does not open the flight its server sent, or a second line contradicts it: another writer of the key log, or an attack; a wrong line never lets a tunnel through unverified"
         case .keylogMissing: return "the rule requires the client's key log for TLS 1.3: run the client with SSLKEYLOGFILE set to proxy.keylog's path (Node: NODE_OPTIONS=--tls-keylog=PATH), or drop require_keylog"
         case .mirrorInvalid: return "the server's answer to pinproxy's copy of the client's ClientHello was not signed by its certificate's key: a replayed chain, an interceptor, or a broken server; see interception_suspected"
-        case .mirrorLost: return "the server answered the client's connection but not pinproxy's look-alike one made at the same moment: an interceptor may be choosing connections; retry, and see the log for interception_suspected"
+        case .mirrorLost: return "the server answered the client's connection but not pinproxy's look-alike one made at the same moment: an interceptor may be choosing connections (see interception_suspected). A server that serves one connection at a time (openssl s_server, some embedded servers) cannot answer both: give its rule mirror_checks: 0"
         case .quarantined: return "a check caught an interception for this host:port (see interception_suspected); until the quarantine ends only tunnels pinproxy verifies by themselves pass: use TLS 1.2 or write a key log (SSLKEYLOGFILE), and investigate the network path"
         }
     }

@@ -55,6 +55,10 @@ final class MirrorCheck {
     var onProgress: ((Progress) -> Void)?
     /// What the stream check made of it, once it decided (its chain judged under the rule).
     var finding: MirrorFinding?
+    /// The deadline passed after the mirror decided, and the check still runs: the tunnel's own
+    /// server has not answered (a server that serves one connection at a time, busy with the
+    /// silent mirror, or an interceptor stalling the tunnel).
+    var tunnelLate: ((String) -> Void)?
 
     /// Sends the mirror of `hello` (whose records were `flight`) on `connection`, in `order` with the
     /// client's hello; gives up after `timeout` seconds. `reader` read the hello (a second one
@@ -80,8 +84,14 @@ final class MirrorCheck {
         connection.onBytes = { [weak self] bytes in self?.serverBytes(bytes) }
         connection.onEnd = { [weak self] end in self?.decide(Self.progress(after: end)) }
         connection.send(mirror.bytes, order: order)
+        let milliseconds = Int((timeout * 1000).rounded())
         deadline = Timer(loop: loop, after: timeout) { [weak self] in
-            self?.decide(.lost("the server did not answer the mirror within \(Int((timeout * 1000).rounded())) ms"))
+            guard let self else { return }
+            guard progress == .pending else {
+                tunnelLate?("the server answered the mirror but not the tunnel within \(milliseconds) ms")
+                return
+            }
+            decide(.lost("the server did not answer the mirror within \(milliseconds) ms"))
         }
     }
 
@@ -102,6 +112,7 @@ final class MirrorCheck {
         deadline = nil
         notifyTimer = nil
         onProgress = nil
+        tunnelLate = nil
         connection.close()
     }
 
@@ -109,7 +120,7 @@ final class MirrorCheck {
         guard progress == .pending else { return }
         progress = outcome
         phase = .decided
-        deadline = nil
+        if case .shown = outcome {} else { deadline = nil }  // a pass waits on for the tunnel's answer
         // The connection stays open, silent, until the stream check stops this check — after the
         // tunnel's own ServerHello, when whoever answers has committed to the tunnel's server. A
         // mirror closed as soon as it verified would tell an interceptor that held the other

@@ -112,6 +112,7 @@ extension StreamCheck {
             let check = MirrorCheck(connection: connection, hello: hello, flight: flight, reader: clientReader, order: .random(),
                                     loop: setup.loop, timeout: setup.timeout)
             check.onProgress = { [weak self, weak check] progress in if let check { self?.mirrorDecided(check, progress) } }
+            check.tunnelLate = { [weak self] detail in self?.tunnelLate(detail) }
             return check
         }
     }
@@ -123,6 +124,15 @@ extension StreamCheck {
         guard case .tls13Held(let hellos, let checks) = phase else { return }
         let answer = tls13Answer(checks.keyLog?.declaredMissing == true ? .missing : .pending, hellos, checks, .now)
         if answer != .hold { decide?(.upstream, answer) }
+    }
+
+    /// The mirror passed long ago and the tunnel's server still has not answered: no tunnel waits
+    /// on for ever behind its silent mirror.
+    private func tunnelLate(_ detail: String) {
+        guard case .awaitingServerHello(_, let checks) = phase else { return }
+        checks.stop()
+        phase = .done
+        decide?(.upstream, refuse(.mirrorLost, detail, .now, stage: .mirror))
     }
 
     /// What a mirror found, judged once: its chain under the rule, as a stream chain is.
