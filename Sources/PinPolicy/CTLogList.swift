@@ -66,7 +66,8 @@ public struct CTLogList: Hashable, Sendable {
                     throw CTLogListError(path: path + ".log_id", problem: "\(rawLog.logID) is listed twice (also \(other.path))")
                 }
                 let log = CTLog(id: rawLog.logID, key: rawLog.key, description: rawLog.description ?? "",
-                                operatorName: rawOperator.name, endpoint: rawLog.endpoint, mmd: rawLog.mmd,
+                                operatorName: rawOperator.name, previousOperators: rawLog.previousOperators,
+                                endpoint: rawLog.endpoint, mmd: rawLog.mmd,
                                 state: rawLog.state, temporalInterval: rawLog.temporalInterval, logType: rawLog.logType)
                 byID[rawLog.logID] = (log, path)
                 logs.append(log)
@@ -129,7 +130,10 @@ public struct CTLog: Hashable, Sendable {
     /// DER SubjectPublicKeyInfo: what `TLSInspection` verifies SCT signatures with.
     public let key: [UInt8]
     public let description: String
+    /// The operator the list files the log under today.
     public let operatorName: String
+    /// Who ran the log before, oldest first (`previous_operators`); see `operatorName(at:)`.
+    public let previousOperators: [CTPreviousOperator]
     public let endpoint: Endpoint
     /// Maximum merge delay, seconds.
     public let mmd: Int
@@ -138,6 +142,18 @@ public struct CTLog: Hashable, Sendable {
     public let temporalInterval: CTTemporalInterval?
     /// `prod` or `test` where the list says.
     public let logType: String?
+
+    /// Who operated the log at `time`: a log that changed hands counts for the operator that ran it when
+    /// it signed the SCT (Chrome's rule), so a transfer neither breaks nor pads operator diversity.
+    public func operatorName(at time: Date) -> String {
+        previousOperators.first { time <= $0.endTime }?.name ?? operatorName
+    }
+}
+
+/// A former operator of a log, and the last moment it ran it (`end_time`).
+public struct CTPreviousOperator: Hashable, Sendable {
+    public let name: String
+    public let endTime: Date
 }
 
 /// The one state a log is in, since `timestamp`.
@@ -214,7 +230,7 @@ public struct CTLogListError: Error, Hashable, Sendable, CustomStringConvertible
         switch type {
         case is String.Type, is Base64Field.Type, is TimestampField.Type: "a string"
         case is Int.Type: "an integer"
-        case is [String].Type, is [RawOperator].Type, is [RawLog<RFC6962Shape>].Type, is [RawLog<TiledShape>].Type,
+        case is [String].Type, is [RawOperator].Type, is [RawPreviousOperator].Type, is [RawLog<RFC6962Shape>].Type, is [RawLog<TiledShape>].Type,
              is [Any].Type: "an array"
         default: "an object"
         }
@@ -262,7 +278,10 @@ private struct RawLog<Shape: EndpointShape>: Decodable {
         fields = LogFields(description: try c.decodeIfPresent(String.self, forKey: .description), logID: id, key: key,
                            endpoint: try Shape.endpoint(c), mmd: mmd, state: try c.decode(RawState.self, forKey: .state).state,
                            temporalInterval: try c.decodeIfPresent(RawInterval.self, forKey: .temporalInterval)?.interval,
-                           logType: try c.decodeIfPresent(String.self, forKey: .logType))
+                           logType: try c.decodeIfPresent(String.self, forKey: .logType),
+                           previousOperators: (try c.decodeIfPresent([RawPreviousOperator].self, forKey: .previousOperators) ?? [])
+                               .map { CTPreviousOperator(name: $0.name, endTime: $0.endTime.date) }
+                               .sorted { $0.endTime < $1.endTime })
     }
 }
 
@@ -275,11 +294,19 @@ private struct LogFields {
     let state: CTLogState
     let temporalInterval: CTTemporalInterval?
     let logType: String?
+    let previousOperators: [CTPreviousOperator]
 }
 
 private enum LogKeys: String, CodingKey {
     case description, logID = "log_id", key, url, submissionURL = "submission_url", monitoringURL = "monitoring_url"
-    case mmd, state, temporalInterval = "temporal_interval", logType = "log_type"
+    case mmd, state, temporalInterval = "temporal_interval", logType = "log_type", previousOperators = "previous_operators"
+}
+
+private struct RawPreviousOperator: Decodable {
+    let name: String
+    let endTime: TimestampField
+
+    enum CodingKeys: String, CodingKey { case name, endTime = "end_time" }
 }
 
 private protocol EndpointShape { static func endpoint(_ c: KeyedDecodingContainer<LogKeys>) throws -> CTLog.Endpoint }

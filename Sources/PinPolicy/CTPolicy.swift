@@ -26,10 +26,12 @@ public struct SCTFacts: Hashable, Sendable {
     }
 }
 
-/// An SCT that counts toward compliance, with the log that signed it (description, operator: for the log line).
+/// An SCT that counts toward compliance, with the log that signed it (description: for the log line)
+/// and the operator it counts for (the log's operator when it signed).
 public struct CountedSCT: Hashable, Sendable {
     public let sct: SCTFacts
     public let log: CTLog
+    public let operatorName: String
 }
 
 /// An SCT that does not count, and why.
@@ -40,7 +42,8 @@ public struct IgnoredSCT: Hashable, Sendable, CustomStringConvertible {
         case timestampInFuture
         /// The log is `pending` or `rejected`: its SCTs never count.
         case logNotAccepted(state: String)
-        /// The log retired at or before the SCT's time.
+        /// The log retired at or before the certificate's earliest SCT (Chrome judges retirement against
+        /// the earliest valid SCT presented, so a log retiring mid-issuance does not fail the certificate).
         case logRetiredBeforeSCT(retired: Date)
         /// A retired log's SCT counts only embedded (Chrome: SCTs by TLS or OCSP need a log still in service).
         case retiredLogNotEmbedded
@@ -58,7 +61,7 @@ public struct IgnoredSCT: Hashable, Sendable, CustomStringConvertible {
         case .signatureNotVerified: what = "its signature does not verify for this certificate"
         case .timestampInFuture: what = "its timestamp \(RFC3339.format(sct.timestamp)) is in the future"
         case .logNotAccepted(let state): what = "its log is \(state)"
-        case .logRetiredBeforeSCT(let retired): what = "its log retired \(RFC3339.format(retired)), before the SCT"
+        case .logRetiredBeforeSCT(let retired): what = "its log retired \(RFC3339.format(retired)), before the certificate's earliest SCT"
         case .retiredLogNotEmbedded: what = "its log is retired and the SCT came by \(sct.delivery.rawValue), not embedded"
         case .certificateOutsideLogInterval: what = "the certificate's expiry is outside its log's temporal interval"
         }
@@ -109,9 +112,11 @@ public enum CTVerdict: Hashable, Sendable {
 public enum CTPolicy: Hashable, Sendable {
     /// Chrome's (https://googlechrome.github.io/CertificateTransparency/ct_policy.html):
     /// - an SCT counts when its log is in the list, its signature verified, its timestamp is not after
-    ///   `now`, its log is `qualified`, `usable` or `readonly` (or `retired` after the SCT, embedded
-    ///   SCTs only; `pending` and `rejected` never), and the certificate's notAfter falls in the log's
-    ///   temporal interval (the interval shards logs by certificate expiry, not by SCT time);
+    ///   `now`, its log is `qualified`, `usable` or `readonly` (or `retired` after the certificate's
+    ///   earliest valid SCT, embedded SCTs only; `pending` and `rejected` never), and the certificate's
+    ///   notAfter falls in the log's temporal interval (the interval shards logs by certificate expiry,
+    ///   not by SCT time; beyond Chrome, which leaves that to the logs);
+    /// - an SCT's operator is the log's operator when it signed (`previous_operators`);
     /// - embedded: SCTs from at least 2 distinct logs for a certificate valid ≤ 180 days, 3 beyond, from
     ///   at least 2 distinct operators, at least one from a log not retired;
     /// - or by TLS extension / OCSP: SCTs from at least 2 distinct logs of 2 distinct operators.
@@ -128,9 +133,11 @@ public enum CTPolicy: Hashable, Sendable {
     private func chrome(notBefore: Date, notAfter: Date, scts: [SCTFacts], list: CTLogList, now: Date) -> CTVerdict {
         var counted: [CountedSCT] = []
         var ignored: [IgnoredSCT] = []
+        // Retirement is judged against the earliest SCT that a known log really signed (not a forged or future one).
+        let earliest = scts.filter { list.log($0.logID) != nil && $0.signatureVerified && $0.timestamp <= now }.map(\.timestamp).min()
         for sct in scts {
-            switch Self.judge(sct, notAfter: notAfter, list: list, now: now) {
-            case .counts(let log): counted.append(CountedSCT(sct: sct, log: log))
+            switch Self.judge(sct, earliest: earliest, notAfter: notAfter, list: list, now: now) {
+            case .counts(let log): counted.append(CountedSCT(sct: sct, log: log, operatorName: log.operatorName(at: sct.timestamp)))
             case .ignored(let reason): ignored.append(IgnoredSCT(sct: sct, reason: reason))
             }
         }
@@ -140,11 +147,11 @@ public enum CTPolicy: Hashable, Sendable {
         let byConnection = Self.distinctLogs(counted.filter { $0.sct.delivery != .embedded })
 
         let embeddedNeeded = lifetime <= 180 * 86400 ? 2 : 3
-        let embeddedOperators = Set(embedded.map(\.log.operatorName)).count
+        let embeddedOperators = Set(embedded.map(\.operatorName)).count
         let embeddedInService = embedded.contains { if case .retired = $0.log.state { false } else { true } }
         if embedded.count >= embeddedNeeded && embeddedOperators >= 2 && embeddedInService { return .compliant(counted: embedded) }
 
-        let connectionOperators = Set(byConnection.map(\.log.operatorName)).count
+        let connectionOperators = Set(byConnection.map(\.operatorName)).count
         if byConnection.count >= 2 && connectionOperators >= 2 { return .compliant(counted: byConnection) }
 
         // Explain against the criterion the server attempted: TLS/OCSP when it sent SCTs only that way.
@@ -164,7 +171,7 @@ public enum CTPolicy: Hashable, Sendable {
 
     /// Whether one SCT counts, checked in this order (the first failure is its reason): known log,
     /// signature, time, log state, temporal interval.
-    private static func judge(_ sct: SCTFacts, notAfter: Date, list: CTLogList, now: Date) -> Judgement {
+    private static func judge(_ sct: SCTFacts, earliest: Date?, notAfter: Date, list: CTLogList, now: Date) -> Judgement {
         func ignore(_ reason: IgnoredSCT.Reason) -> Judgement { .ignored(reason) }
         guard let log = list.log(sct.logID) else { return ignore(.logNotInList) }
         guard sct.signatureVerified else { return ignore(.signatureNotVerified) }
@@ -173,7 +180,7 @@ public enum CTPolicy: Hashable, Sendable {
         case .qualified, .usable, .readonly: break
         case .pending, .rejected: return ignore(.logNotAccepted(state: log.state.name))
         case .retired(let since):
-            guard sct.timestamp < since else { return ignore(.logRetiredBeforeSCT(retired: since)) }
+            guard let earliest, earliest < since else { return ignore(.logRetiredBeforeSCT(retired: since)) }
             guard sct.delivery == .embedded else { return ignore(.retiredLogNotEmbedded) }
         }
         if let interval = log.temporalInterval, !interval.contains(notAfter) { return ignore(.certificateOutsideLogInterval) }

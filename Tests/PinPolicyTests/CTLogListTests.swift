@@ -42,6 +42,15 @@ import Testing
         ])
     }
 
+    @Test func previousOperatorsOldestFirst() throws {
+        let moves = #", "previous_operators": [{"name": "Y", "end_time": "2025-06-01T00:00:00Z"}, {"name": "X", "end_time": "2024-06-01T00:00:00Z"}]"#
+        let log = try CTFake.parse(CTFake.list([CTFake.operator("Z", logs: [CTFake.log(1, extra: moves)])])).operators[0].logs[0]
+        #expect(log.previousOperators.map(\.name) == ["X", "Y"])
+        #expect(log.operatorName(at: RFC3339.parse("2024-06-01T00:00:00Z")!) == "X")
+        #expect(log.operatorName(at: RFC3339.parse("2024-06-01T00:00:01Z")!) == "Y")
+        #expect(log.operatorName(at: RFC3339.parse("2025-06-01T00:00:01Z")!) == "Z")
+    }
+
     /// The schema grows: fields pinproxy does not know are skipped, at every level.
     @Test func unknownFieldsAreIgnored() throws {
         let text = CTFake.list([CTFake.operator("A", logs: [CTFake.log(1, extra: #", "dns": "log1.test", "future": {"x": [1, 2]}"#)])])
@@ -91,6 +100,8 @@ import Testing
         (CTFake.list([CTFake.operator("A", logs: [CTFake.log(1)], tiled: [CTFake.log(2, tiled: true).replacingOccurrences(of: #", "monitoring_url": "https://mon2.test/""#, with: "")])]),
          "operators[0].tiled_logs[0].monitoring_url: missing"),
         (CTFake.list([CTFake.operator("A", logs: [CTFake.log(1, tiled: true)])]), "operators[0].logs[0].url: missing"),
+        (CTFake.list([CTFake.operator("A", logs: [CTFake.log(1, extra: #", "previous_operators": [{"name": "X", "end_time": "soon"}]"#)])]),
+         "operators[0].logs[0].previous_operators[0].end_time: 'soon' is not an RFC 3339 timestamp"),
         (CTFake.list([CTFake.operator("A", logs: [CTFake.log(1, interval: #"{"start_inclusive": "2027-01-01T00:00:00Z", "end_exclusive": "2026-01-01T00:00:00Z"}"#)])]),
          "operators[0].logs[0].temporal_interval.end_exclusive: is not after start_inclusive"),
         (CTFake.list([CTFake.operator("A", logs: [CTFake.log(1)]), CTFake.operator("B", logs: [CTFake.log(2)], tiled: [CTFake.log(1, tiled: true)])]),

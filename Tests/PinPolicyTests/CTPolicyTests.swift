@@ -10,7 +10,8 @@ import Testing
     static func date(_ text: String) -> Date { RFC3339.parse(text)! }
 
     /// Operator A: 1 usable, 2 retired 2026-06-01, 3 pending, 4 rejected, 5 readonly;
-    /// B: 11 usable, 12 qualified (tiled), 13 retired 2026-06-01; C: 21 usable for certificates expiring in 2026.
+    /// B: 11 usable, 12 qualified (tiled), 13 retired 2026-06-01; C: 21 usable for certificates expiring in 2026,
+    /// 31 usable, run by A until 2026-03-01.
     static let list: CTLogList = {
         let head = #"{"sha256_root_hash": "\#(Base64.encode(Array(repeating: 1, count: 32)))", "tree_size": 10}"#
         return try! CTFake.parse(CTFake.list([
@@ -22,7 +23,10 @@ import Testing
             ]),
             CTFake.operator("B", logs: [CTFake.log(11), CTFake.log(13, state: CTFake.state("retired", "2026-06-01T00:00:00Z"))],
                             tiled: [CTFake.log(12, state: CTFake.state("qualified", "2026-01-01T00:00:00Z"), tiled: true)]),
-            CTFake.operator("C", logs: [CTFake.log(21, interval: #"{"start_inclusive": "2026-01-01T00:00:00Z", "end_exclusive": "2027-01-01T00:00:00Z"}"#)]),
+            CTFake.operator("C", logs: [
+                CTFake.log(21, interval: #"{"start_inclusive": "2026-01-01T00:00:00Z", "end_exclusive": "2027-01-01T00:00:00Z"}"#),
+                CTFake.log(31, extra: #", "previous_operators": [{"name": "A", "end_time": "2026-03-01T00:00:00Z"}]"#),
+            ]),
         ]))
     }()
 
@@ -122,6 +126,29 @@ import Testing
                            ignoring: [.signatureNotVerified])
     }
 
+    /// Chrome judges a retirement against the certificate's earliest SCT: log 2's SCT dated after its
+    /// retirement counts when the certificate was first logged before it (a log retiring mid-issuance).
+    @Test func retirementIsJudgedAgainstTheEarliestSCT() {
+        let before = Self.date("2026-05-15T00:00:00Z"), after = Self.date("2026-07-01T00:00:00Z")
+        Self.expectCompliant([Self.sct(2, at: after), Self.sct(11, at: before)], from: before, counting: [2, 11])
+    }
+
+    /// An early timestamp that no known log signed does not make a retired log's SCT count.
+    @Test func aForgedEarlySCTDoesNotRescueARetiredLog() {
+        let early = Self.date("2026-01-01T00:00:00Z"), after = Self.date("2026-07-01T00:00:00Z")
+        Self.expectRefused([Self.sct(2, at: after), Self.sct(11, at: after), Self.sct(1, at: early, verified: false), Self.sct(99, at: early)],
+                           from: early, "1 valid embedded SCT from 1 operator; 2 SCTs needed for a certificate valid 90 days and 2 operators needed",
+                           ignoring: [.logRetiredBeforeSCT(retired: Self.date("2026-06-01T00:00:00Z")), .signatureNotVerified, .logNotInList])
+    }
+
+    /// Log 31 changed hands from A to C on 2026-03-01: its SCTs count for whoever ran it when they were signed.
+    @Test func aLogThatChangedOperatorsCountsForTheOperatorAtTheSCTsTime() {
+        let underA = Self.date("2026-02-01T00:00:00Z"), underC = Self.date("2026-04-01T00:00:00Z")
+        Self.expectRefused([Self.sct(1, at: underA), Self.sct(31, at: underA)], from: underA,
+                           "2 valid embedded SCTs from 1 operator; 2 operators needed")
+        Self.expectCompliant([Self.sct(1, at: underC), Self.sct(31, at: underC)], from: underC, counting: [1, 31])
+    }
+
     /// Chrome: at least one embedded SCT from a log still in service.
     @Test func onlyRetiredLogs() {
         let before = Self.date("2026-05-01T00:00:00Z")
@@ -165,9 +192,9 @@ import Testing
         guard case .notCompliant(let shortfall, let counted) = Self.verdict([Self.sct(1), Self.sct(99), Self.sct(13)]) else {
             Issue.record("compliant"); return
         }
-        #expect(counted.map(\.log.operatorName) == ["A"])
+        #expect(counted.map(\.operatorName) == ["A"])
         #expect(shortfall.description == "1 valid embedded SCT from 1 operator; 2 SCTs needed for a certificate valid 90 days and 2 operators needed"
-                + " (ignored: SCT from \(CTFake.id(99)): its log is in no log list; SCT from \(CTFake.id(13)): its log retired 2026-06-01T00:00:00Z, before the SCT)")
+                + " (ignored: SCT from \(CTFake.id(99)): its log is in no log list; SCT from \(CTFake.id(13)): its log retired 2026-06-01T00:00:00Z, before the certificate's earliest SCT)")
     }
 
     /// The published list's own logs: Argon2026h2 (Google) and Nimbus2026 (Cloudflare) for a certificate
