@@ -191,7 +191,7 @@ public struct CTTemporalInterval: Hashable, Sendable {
     public func contains(_ date: Date) -> Bool { date >= startInclusive && date < endExclusive }
 }
 
-/// What is wrong with a log list, and where: `operators[2].logs[0].state: two states (usable, retired); exactly one expected`.
+/// What is wrong with a log list, and where: `operators[2].logs[0].state: 2 states (usable, retired); exactly one expected`.
 public struct CTLogListError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The JSON path (`operators[2].logs[0].log_id`); empty for the document itself.
     public let path: String

@@ -172,18 +172,17 @@ public enum CTPolicy: Hashable, Sendable {
     /// Whether one SCT counts, checked in this order (the first failure is its reason): known log,
     /// signature, time, log state, temporal interval.
     private static func judge(_ sct: SCTFacts, earliest: Date?, notAfter: Date, list: CTLogList, now: Date) -> Judgement {
-        func ignore(_ reason: IgnoredSCT.Reason) -> Judgement { .ignored(reason) }
-        guard let log = list.log(sct.logID) else { return ignore(.logNotInList) }
-        guard sct.signatureVerified else { return ignore(.signatureNotVerified) }
-        guard sct.timestamp <= now else { return ignore(.timestampInFuture) }
+        guard let log = list.log(sct.logID) else { return .ignored(.logNotInList) }
+        guard sct.signatureVerified else { return .ignored(.signatureNotVerified) }
+        guard sct.timestamp <= now else { return .ignored(.timestampInFuture) }
         switch log.state {
         case .qualified, .usable, .readonly: break
-        case .pending, .rejected: return ignore(.logNotAccepted(state: log.state.name))
+        case .pending, .rejected: return .ignored(.logNotAccepted(state: log.state.name))
         case .retired(let since):
-            guard let earliest, earliest < since else { return ignore(.logRetiredBeforeSCT(retired: since)) }
-            guard sct.delivery == .embedded else { return ignore(.retiredLogNotEmbedded) }
+            guard let earliest, earliest < since else { return .ignored(.logRetiredBeforeSCT(retired: since)) }
+            guard sct.delivery == .embedded else { return .ignored(.retiredLogNotEmbedded) }
         }
-        if let interval = log.temporalInterval, !interval.contains(notAfter) { return ignore(.certificateOutsideLogInterval) }
+        if let interval = log.temporalInterval, !interval.contains(notAfter) { return .ignored(.certificateOutsideLogInterval) }
         return .counts(log)
     }
 
