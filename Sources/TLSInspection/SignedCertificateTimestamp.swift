@@ -54,23 +54,25 @@ public struct SignedCertificateTimestamp: Equatable, Hashable, Sendable {
         var scts: [SignedCertificateTimestamp] = []
         while !list.isEmpty {
             let serialized = try list.vector("SerializedSCT", lengthBytes: 2, 1...0xFFFF)
-            scts.append(try SignedCertificateTimestamp(serialized, delivery: delivery))
+            scts.append(try read(serialized, delivery: delivery))
         }
         return scts
     }
 
-    init(_ serialized: ByteCursor, delivery: SCTDelivery) throws(TLSReadError) {
+    static func read(_ serialized: ByteCursor, delivery: SCTDelivery) throws(TLSReadError) -> SignedCertificateTimestamp {
         var sct = serialized
         let version = try sct.uint8("sct_version")
         guard version == 0 else { throw .malformed("SCT version \(version), only v1 (0) is known") }
-        logID = Array(try sct.take(32, "SCT log id"))
-        timestamp = UInt64(try sct.take(8, "SCT timestamp").reduce(0) { $0 << 8 | UInt64($1) })
-        extensions = Array(try sct.vector("SCT extensions", lengthBytes: 2, 0...0xFFFF).bytes)
-        hashAlgorithm = try sct.uint8("SCT hash algorithm")
-        signatureAlgorithm = try sct.uint8("SCT signature algorithm")
-        signature = Array(try sct.vector("SCT signature", lengthBytes: 2, 1...0xFFFF).bytes)
+        let read = SignedCertificateTimestamp(
+            logID: Array(try sct.take(32, "SCT log id")),
+            timestamp: try sct.take(8, "SCT timestamp").reduce(0) { $0 << 8 | UInt64($1) },
+            extensions: Array(try sct.vector("SCT extensions", lengthBytes: 2, 0...0xFFFF).bytes),
+            hashAlgorithm: try sct.uint8("SCT hash algorithm"),
+            signatureAlgorithm: try sct.uint8("SCT signature algorithm"),
+            signature: Array(try sct.vector("SCT signature", lengthBytes: 2, 1...0xFFFF).bytes),
+            delivery: delivery)
         try sct.expectEnd("SerializedSCT")
-        self.delivery = delivery
+        return read
     }
 }
 
@@ -80,9 +82,13 @@ extension Certificate {
     /// [] when it has none. Throws when the extension is there but not a well-formed list, or is there
     /// twice.
     public func embeddedSCTs() throws(TLSReadError) -> [SignedCertificateTimestamp] {
-        guard let list = try Self.sctListExtension(find: { X509_get_ext_by_NID(ref, NID_ct_precert_scts, $0) },
-                                                  get: { X509_get_ext(ref, $0) }) else { return [] }
+        guard let list = try embeddedSCTList() else { return [] }
         return try SignedCertificateTimestamp.list(list, delivery: .embedded)
+    }
+
+    /// The extension's TLS-encoded list, unread; nil without the extension.
+    func embeddedSCTList() throws(TLSReadError) -> [UInt8]? {
+        try Self.sctListExtension(find: { X509_get_ext_by_NID(ref, NID_ct_precert_scts, $0) }, get: { X509_get_ext(ref, $0) })
     }
 
     /// The TLS-encoded list inside the one extension `find` locates (nil if none), unwrapped from its
