@@ -119,3 +119,64 @@ func derOctetString(_ bytes: [UInt8]) -> [UInt8]? {
         return Array(UnsafeBufferPointer(start: data, count: Int(ASN1_STRING_length(string))))
     }
 }
+
+// MARK: Stapled OCSP
+
+/// RFC 6066 §8: status_request(5), in a TLS 1.3 leaf's CertificateEntry.
+let tlsExtensionStatusRequest: UInt16 = 5
+
+/// The DER OCSPResponse in a CertificateStatus: the body of a TLS 1.2 CertificateStatus handshake
+/// message (type 22, `ServerFlightEvent.otherHandshake`, its 4-byte header dropped), or a TLS 1.3
+/// leaf's status_request extension (`TLS13VerifiedFlight.leafOCSPStatus`). RFC 6066 §8:
+///
+///     struct {
+///         CertificateStatusType status_type;      /* ocsp(1) */
+///         select (status_type) {
+///             case ocsp: OCSPResponse;            /* opaque OCSPResponse<1..2^24-1> */
+///         } response;
+///     } CertificateStatus;
+public func stapledOCSPResponse(certificateStatus: [UInt8]) throws(TLSReadError) -> [UInt8] {
+    var status = ByteCursor(certificateStatus[...])
+    let type = try status.uint8("status_type")
+    guard type == 1 else { throw .malformed("CertificateStatus of type \(type), not ocsp(1)") }
+    let response = try status.vector("OCSPResponse", lengthBytes: 3, 1...0xFF_FFFF)
+    try status.expectEnd("CertificateStatus")
+    return Array(response.bytes)
+}
+
+extension SignedCertificateTimestamp {
+    /// The SCTs a stapled OCSP response carries for `leaf` (RFC 6962 §3.3: the singleExtensions
+    /// extension 1.3.6.1.4.1.11129.2.4.5 of the leaf's SingleResponse, an OCTET STRING holding the
+    /// TLS-encoded list). [] when the response is not `successful` or has no SingleResponse for the
+    /// leaf or no such extension. The response's own signature is not checked: each SCT's signature
+    /// covers the leaf itself, so it needs no one to vouch for the envelope.
+    public static func stapled(ocspResponse der: [UInt8], leaf: Certificate, issuer: Certificate) throws(TLSReadError) -> [SignedCertificateTimestamp] {
+        guard let list = try stapledList(ocspResponse: der, leaf: leaf, issuer: issuer) else { return [] }
+        return try SignedCertificateTimestamp.list(list, delivery: .ocsp)
+    }
+
+    static func stapledList(ocspResponse der: [UInt8], leaf: Certificate, issuer: Certificate) throws(TLSReadError) -> [UInt8]? {
+        ERR_clear_error()
+        defer { ERR_clear_error() }
+        let parsed: OpaquePointer? = der.withUnsafeBufferPointer { buffer in
+            guard let start = buffer.baseAddress, !buffer.isEmpty else { return nil }
+            var cursor: UnsafePointer<UInt8>? = start
+            guard let response = d2i_OCSP_RESPONSE(nil, &cursor, buffer.count) else { return nil }
+            guard cursor == start + buffer.count else { OCSP_RESPONSE_free(response); return nil }
+            return response
+        }
+        guard let response = parsed else { throw .malformed("stapled OCSP response is not one DER OCSPResponse") }
+        defer { OCSP_RESPONSE_free(response) }
+        guard OCSP_response_status(response) == OCSP_RESPONSE_STATUS_SUCCESSFUL,
+              let basic = OCSP_response_get1_basic(response) else { return nil }
+        defer { OCSP_BASICRESP_free(basic) }
+        // The CertID as the responder wrote it (SHA-1 is what RFC 6960 responders use); another hash
+        // finds nothing, and then there are no SCTs for this leaf.
+        guard let id = OCSP_cert_to_id(nil, leaf.ref, issuer.ref) else { return nil }
+        defer { OCSP_CERTID_free(id) }
+        let index = OCSP_resp_find(basic, id, -1)
+        guard index >= 0, let single = OCSP_resp_get0(basic, index) else { return nil }
+        return try Certificate.sctListExtension(find: { OCSP_SINGLERESP_get_ext_by_NID(single, NID_ct_cert_scts, $0) },
+                                                get: { OCSP_SINGLERESP_get_ext(single, $0) })
+    }
+}

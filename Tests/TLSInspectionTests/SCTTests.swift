@@ -4,7 +4,7 @@ import TestSupport
 @testable import TLSInspection
 
 // Certificate Transparency's SCTs (issue 19): read from the leaf, the TLS extension (a real
-// `openssl s_server -serverinfo` on TLS 1.2 and 1.3) and checked against the test logs of
+// `openssl s_server -serverinfo` on TLS 1.2 and 1.3), a stapled OCSP response (`-status_file`) and checked against the test logs of
 // Fixtures/ct (make-ct-fixtures.py). OpenSSL's own CT validation (`s_client -ct -ctlogfile`) agreed
 // with Fixtures/ct/expected.txt when the fixtures were made.
 
@@ -143,6 +143,35 @@ let ctLeaves = ["two-operators", "three-long", "two-long", "one-operator", "no-s
         #expect(CTLogKey(spki: try #require(try fixture("leaf-ed25519.pem").first).spkiDER) == nil)
     }
 
+    @Test func stapledOCSPSCTsAreTheLeafsSingleResponsesAndVerifyOverTheCertificate() throws {
+        let chain = try fixture("ct/no-sct.chain.pem")
+        let der = try ctBytes("no-sct.ocsp.der")
+        let scts = try SignedCertificateTimestamp.stapled(ocspResponse: der, leaf: chain[0], issuer: chain[1])
+        #expect(scts.map(\.delivery) == [.ocsp, .ocsp])
+        #expect(scts == (try SignedCertificateTimestamp.list(try ctBytes("no-sct.ocsp-scts.bin"), delivery: .ocsp)))
+        #expect(seen(SCTEntries(leaf: chain[0], issuer: chain[1]).check(scts, keys: ctLogKeys)) == (try expectedSCTs("no-sct", "ocsp")))
+        // Another leaf of the same CA has no SingleResponse in it: no SCTs for that leaf.
+        #expect(try SignedCertificateTimestamp.stapled(ocspResponse: der, leaf: try ctFixture("two-operators"), issuer: chain[1]) == [])
+        #expect(throws: TLSReadError.malformed("stapled OCSP response is not one DER OCSPResponse")) {
+            try SignedCertificateTimestamp.stapled(ocspResponse: der + [0], leaf: chain[0], issuer: chain[1])
+        }
+        #expect(throws: TLSReadError.malformed("stapled OCSP response is not one DER OCSPResponse")) {
+            try SignedCertificateTimestamp.stapled(ocspResponse: Array(der.dropLast()), leaf: chain[0], issuer: chain[1])
+        }
+        // tryLater(3): an OCSPResponse with no responseBytes.
+        #expect(try SignedCertificateTimestamp.stapled(ocspResponse: [0x30, 3, 0x0A, 1, 3], leaf: chain[0], issuer: chain[1]) == [])
+    }
+
+    @Test func certificateStatusHoldsOneOCSPResponse() throws {
+        let der = try ctBytes("no-sct.ocsp.der")
+        let status = [1, UInt8(der.count >> 16), UInt8(der.count >> 8 & 0xFF), UInt8(der.count & 0xFF)] + der
+        #expect(try stapledOCSPResponse(certificateStatus: status) == der)
+        #expect(throws: TLSReadError.malformed("CertificateStatus of type 2, not ocsp(1)")) { try stapledOCSPResponse(certificateStatus: [2] + status.dropFirst()) }
+        #expect(throws: TLSReadError.malformed("1 bytes after CertificateStatus")) { try stapledOCSPResponse(certificateStatus: status + [0]) }
+        #expect(throws: TLSReadError.malformed("truncated OCSPResponse")) { try stapledOCSPResponse(certificateStatus: Array(status.dropLast())) }
+        #expect(throws: TLSReadError.malformed("OCSPResponse of 0 bytes")) { try stapledOCSPResponse(certificateStatus: [1, 0, 0, 0]) }
+    }
+
     // MARK: Malformed lists
 
     /// One SCT of a1 over two-operators, serialized (version, id, timestamp, extensions, signature).
@@ -249,12 +278,42 @@ let ctLeaves = ["two-operators", "three-long", "two-long", "one-operator", "no-s
         #expect(try serverHello(run).sctList == nil)   // TLS 1.3 sends none in the ServerHello
     }
 
+    /// The SCTs in the OCSP response s_server staples from `-status_file` (Go's hello asks for it).
+    func stapledSCTs(_ status: [UInt8]?) throws -> [CheckedSCT] {
+        let chain = try fixture("ct/no-sct.chain.pem")
+        let response = try stapledOCSPResponse(certificateStatus: try #require(status))
+        #expect(response == (try ctBytes("no-sct.ocsp.der")))
+        let scts = try SignedCertificateTimestamp.stapled(ocspResponse: response, leaf: chain[0], issuer: chain[1])
+        return SCTEntries(leaf: chain[0], issuer: chain[1]).check(scts, keys: ctLogKeys)
+    }
+
+    @Test func tls12CertificateStatusCarriesTheStapledSCTs() throws {
+        let server = try OpenSSLServer("ct/no-sct", ["-tls1_2", "-status_file", Paths.fixture("ct/no-sct.ocsp.der")], intermediate: false)
+        defer { server.stop() }
+        let run = try runMirror(port: server.port, try #require(Self.go).mirror())
+        var reader = ServerFlightReader()
+        let status: [UInt8]? = try reader.feed(run.serverBytes).compactMap { event -> [UInt8]? in
+            guard case .otherHandshake(type: 22, let raw) = event else { return nil }
+            return Array(raw.dropFirst(4))
+        }.first
+        #expect(seen(try stapledSCTs(status)) == (try expectedSCTs("no-sct", "ocsp")))
+    }
+
+    @Test func tls13LeafCertificateEntryCarriesTheStapledSCTs() throws {
+        let server = try OpenSSLServer("ct/no-sct", ["-tls1_3", "-status_file", Paths.fixture("ct/no-sct.ocsp.der")], intermediate: false)
+        defer { server.stop() }
+        let run = try runMirror(port: server.port, try #require(Self.go).mirror())
+        guard case .verified(let flight) = run.verdict else { throw HelperError(message: "not verified: \(run.verdict)") }
+        #expect(flight.leafSCTList == nil)
+        #expect(seen(try stapledSCTs(flight.leafOCSPStatus)) == (try expectedSCTs("no-sct", "ocsp")))
+    }
+
     @Test(arguments: ["-tls1_2", "-tls1_3"])
     func withoutServerinfoThereIsNone(version: String) throws {
         let run = try handshake(version, serverinfo: nil)
         #expect(try serverHello(run).sctList == nil)
         switch run.verdict {
-        case .verified(let flight): #expect(version == "-tls1_3" && flight.leafSCTList == nil)
+        case .verified(let flight): #expect(version == "-tls1_3" && flight.leafSCTList == nil && flight.leafOCSPStatus == nil)
         case .tls12: #expect(version == "-tls1_2")
         default: Issue.record("unexpected verdict \(run.verdict)")
         }

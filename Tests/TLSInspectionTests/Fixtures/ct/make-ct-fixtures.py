@@ -36,11 +36,13 @@ Needs Python 3 and `cryptography` (48). No network.
 """
 import argparse, base64, datetime, hashlib, json, os, struct, sys
 from cryptography import x509
+from cryptography.x509 import ocsp
 from cryptography.x509.oid import NameOID, ExtendedKeyUsageOID, ObjectIdentifier
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa, padding
 
 SCT_LIST_OID = ObjectIdentifier("1.3.6.1.4.1.11129.2.4.2")
+OCSP_SCT_LIST_OID = ObjectIdentifier("1.3.6.1.4.1.11129.2.4.5")
 POISON_OID = ObjectIdentifier("1.3.6.1.4.1.11129.2.4.3")
 DAY = datetime.timedelta(days=1)
 
@@ -110,6 +112,32 @@ def tbs_without_extension(tbs, oid):
         out += whole
     assert removed, "extension not found"
     return der_tlv(tag, out)
+
+
+def ocsp_with_single_extension(response_der, extension_der, ca_key):
+    """An OCSPResponse (RFC 6960 §4.2.1) with `extension_der` added to its one SingleResponse's
+    singleExtensions, its BasicOCSPResponse signed again with `ca_key` (ECDSA with SHA-256):
+    `cryptography` builds only responseExtensions."""
+    (_, _, response), = der_children(response_der)
+    status, (_, _, response_bytes) = der_children(response)[0], der_children(response)[1]
+    (_, _, inner), = der_children(response_bytes)
+    response_type, (_, _, basic_der) = der_children(inner)
+    (_, _, basic), = der_children(basic_der)
+    tbs, algorithm, _signature, *certs = der_children(basic)
+    fields = der_children(tbs[2])
+    out = b""
+    for tag, whole, content in fields:
+        if tag == 0x30:  # responses: the only SEQUENCE in a ResponseData (RFC 6960 §4.2.1)
+            (_, _, single), = der_children(content)
+            parts = [p[1] for p in der_children(single)]
+            parts.append(der_tlv(0xA1, der_tlv(0x30, extension_der)))
+            whole = der_tlv(0x30, der_tlv(0x30, b"".join(parts)))
+        out += whole
+    new_tbs = der_tlv(0x30, out)
+    signature = ca_key.sign(new_tbs, ec.ECDSA(hashes.SHA256()))
+    new_basic = der_tlv(0x30, new_tbs + algorithm[1] + der_tlv(0x03, b"\x00" + signature) + b"".join(c[1] for c in certs))
+    new_inner = der_tlv(0x30, response_type[1] + der_tlv(0x04, new_basic))
+    return der_tlv(0x30, status[1] + der_tlv(0xA0, new_inner))
 
 
 # --- RFC 6962 structures ---
@@ -284,6 +312,24 @@ def main():
     # 0x0080 ClientHello, 0x0040 ignore on resumption (OpenSSL's SSL_EXT_* values).
     b64 = base64.encodebytes(u(0x11C0, 4) + extension).decode()
     write("no-sct.serverinfo-v2.pem", f"-----BEGIN SERVERINFOV2 FOR signed_certificate_timestamp-----\n{b64}-----END SERVERINFOV2 FOR signed_certificate_timestamp-----\n".encode())
+
+    # SCTs stapled in an OCSP response (the singleExtensions of the leaf's SingleResponse), a2 + b1.
+    ocsp_list = sct_list([logs["a2"].sct(sct_time, 0, entry), b1.sct(sct_time, 0, entry)])
+    for log in (logs["a2"], b1):
+        expected.append(f"no-sct ocsp {log.log_id.hex()} {sct_time} good")
+    ca_cert, ca_key = ca
+    plain = (ocsp.OCSPResponseBuilder()
+             .add_response(cert=no_sct, issuer=ca_cert, algorithm=hashes.SHA1(), cert_status=ocsp.OCSPCertStatus.GOOD,
+                           this_update=now - DAY, next_update=now + 6 * DAY, revocation_time=None, revocation_reason=None)
+             .responder_id(ocsp.OCSPResponderEncoding.HASH, ca_cert).sign(ca_key, hashes.SHA256()))
+    extension = der_tlv(0x30, der_oid(OCSP_SCT_LIST_OID) + der_tlv(0x04, der_tlv(0x04, ocsp_list)))
+    stapled = ocsp_with_single_extension(plain.public_bytes(serialization.Encoding.DER), extension, ca_key)
+    check = ocsp.load_der_ocsp_response(stapled)
+    assert check.certificate_status == ocsp.OCSPCertStatus.GOOD and check.serial_number == no_sct.serial_number
+    assert check.single_extensions.get_extension_for_oid(OCSP_SCT_LIST_OID)
+    ca_cert.public_key().verify(check.signature, check.tbs_response_bytes, ec.ECDSA(hashes.SHA256()))
+    write("no-sct.ocsp.der", stapled)
+    write("no-sct.ocsp-scts.bin", ocsp_list)
 
     def stamp(when):
         return when.strftime("%Y-%m-%dT%H:%M:%SZ")
