@@ -48,7 +48,7 @@ let ctLeaves = ["two-operators", "three-long", "two-long", "one-operator", "no-s
     func embeddedSCTsReadAndVerifyAsTheGeneratorMadeThem(leaf: String) throws {
         let chain = try fixture("ct/\(leaf).chain.pem")
         let scts = try chain[0].embeddedSCTs()
-        #expect(scts.allSatisfy { $0.delivery == .embedded && $0.hashAlgorithm == 4 && $0.signatureAlgorithm == 3 || $0.signatureAlgorithm == 1 })
+        #expect(scts.allSatisfy { $0.delivery == .embedded && $0.hashAlgorithm == 4 && [1, 3].contains($0.signatureAlgorithm) })
         let checked = SCTEntries(leaf: chain[0], issuer: chain[1]).check(scts, keys: ctLogKeys)
         #expect(seen(checked) == (try expectedSCTs(leaf, "embedded")))
         #expect(checked.allSatisfy { $0.delivery == .embedded })
@@ -170,6 +170,28 @@ let ctLeaves = ["two-operators", "three-long", "two-long", "one-operator", "no-s
         #expect(throws: TLSReadError.malformed("1 bytes after CertificateStatus")) { try stapledOCSPResponse(certificateStatus: status + [0]) }
         #expect(throws: TLSReadError.malformed("truncated OCSPResponse")) { try stapledOCSPResponse(certificateStatus: Array(status.dropLast())) }
         #expect(throws: TLSReadError.malformed("OCSPResponse of 0 bytes")) { try stapledOCSPResponse(certificateStatus: [1, 0, 0, 0]) }
+    }
+
+    /// Tests that need currently valid certificates run the generator into a temporary directory:
+    /// it works offline, dates everything from --now, and what it makes verifies.
+    @Test func theGeneratorMakesAFreshVerifiablePKIOffline() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let now = 1_900_000_000
+        let result = try run("/usr/bin/env", ["python3", "\(fixtures)/ct/make-ct-fixtures.py", "--out", directory, "--now", String(now)])
+        #expect(result.status == 0, "\(result.stderr)")
+        let keys = ["a1", "a2", "b1", "unlisted"].compactMap { name in
+            (try? Data(contentsOf: URL(fileURLWithPath: "\(directory)/log-\(name).pub.der"))).flatMap { CTLogKey(spki: [UInt8]($0)) }
+        }
+        #expect(keys.count == 4)
+        for (leaf, verified) in [("two-operators", [true, true]), ("three-long", [true, true, true]), ("wrong-cert", [true, false]),
+                                 ("unlisted-log", [true, true])] {
+            let chain = try Certificate.load(file: "\(directory)/\(leaf).chain.pem")
+            #expect(SCTEntries(leaf: chain[0], issuer: chain[1]).check(try chain[0].embeddedSCTs(), keys: keys).map(\.verified) == verified, "\(leaf)")
+            #expect(chain[0].facts.notBefore == Date(timeIntervalSince1970: TimeInterval(now - 2 * 86400)))
+        }
+        let sctTime = UInt64(now - 86400) * 1000
+        #expect(try Certificate.load(file: "\(directory)/two-operators.pem")[0].embeddedSCTs().map(\.timestamp) == [sctTime, sctTime])
     }
 
     // MARK: Malformed lists
