@@ -26,15 +26,18 @@ For each leaf: <name>.pem, <name>.key.pem, <name>.chain.pem (leaf + its CA), <na
 (the poisoned precertificate the logs saw). SCTs delivered by TLS extension for no-sct (X.509
 entry, a1 + b1): no-sct.tls-scts.bin (the SignedCertificateTimestampList), no-sct.serverinfo.pem
 (openssl s_server -serverinfo, TLS 1.2 ServerHello) and no-sct.serverinfo-v2.pem (also TLS 1.3's
-CertificateEntry). log_list.json: Google's v3 log-list schema for a1, a2, b1, b2, b3. expected.txt:
-per leaf, the SCTs as log id (hex), timestamp (ms) and whether its signature is good, for the tests.
+CertificateEntry). SCTs stapled in OCSP for no-sct (X.509 entry, a2 + b1): no-sct.ocsp.der (a good
+OCSPResponse signed by ct-root, the SCTs in its SingleResponse's extension 1.3.6.1.4.1.11129.2.4.5;
+openssl s_server -status_file) and no-sct.ocsp-scts.bin (the list alone). log_list.json: Google's v3
+log-list schema for a1, a2, b1, b2, b3. expected.txt: per leaf and delivery (embedded, tls, ocsp),
+the SCTs as log id (hex), timestamp (ms) and whether its signature is good, for the tests.
 
 Usage: make-ct-fixtures.py [--out DIR] [--now UNIX_SECONDS]. Without --out it rewrites this
 directory. Certificates are dated from --now (default: the current time): the committed ones expire,
 so tests that need a currently valid chain run this script into a temporary directory.
 Needs Python 3 and `cryptography` (48). No network.
 """
-import argparse, base64, datetime, hashlib, json, os, struct, sys
+import argparse, base64, datetime, hashlib, json, os
 from cryptography import x509
 from cryptography.x509 import ocsp
 from cryptography.x509.oid import NameOID, ExtendedKeyUsageOID, ObjectIdentifier
