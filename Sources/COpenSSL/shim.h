@@ -13,3 +13,4 @@
 #include <openssl/pem.h>
 #include <openssl/bio.h>
 #include <openssl/asn1.h>
+#include <openssl/ocsp.h>

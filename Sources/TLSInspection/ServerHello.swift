@@ -8,6 +8,9 @@ public struct ServerHello: Equatable, Sendable {
     public let isHelloRetryRequest: Bool    // RFC 8446 §4.1.3 special random
     /// TLS 1.3 resumption: which of the ClientHello's pre_shared_key identities the server accepted.
     public let selectedIdentity: UInt16?
+    /// TLS ≤ 1.2: the signed_certificate_timestamp extension (RFC 6962 §3.3.1), a
+    /// SignedCertificateTimestampList, unread (`SignedCertificateTimestamp.list`).
+    public let sctList: [UInt8]?
     public let raw: [UInt8]
 }
 
@@ -37,6 +40,7 @@ extension ServerHello {
         _ = try hello.uint8("compression_method")
         var version = legacyVersion
         var selectedIdentity: UInt16?
+        var sctList: [UInt8]?
         for (type, data) in try readExtensions(&hello, in: "ServerHello") {
             switch type {
             case tlsExtensionSupportedVersions: version = try readSelectedVersion(data)
@@ -45,11 +49,13 @@ extension ServerHello {
                 var selected = data
                 selectedIdentity = try selected.uint16("selected_identity")
                 try selected.expectEnd("selected_identity")
+            case tlsExtensionSignedCertificateTimestamp: sctList = Array(data.bytes)
             default: break
             }
         }
         self.version = version
         self.selectedIdentity = selectedIdentity
+        self.sctList = sctList
         isHelloRetryRequest = random == helloRetryRequestRandom
         raw = message.raw
     }

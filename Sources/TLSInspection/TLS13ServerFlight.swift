@@ -23,6 +23,22 @@ public struct TLS13VerifiedFlight: Equatable, Sendable {
     public let certificateRequested: Bool
     public let signatureScheme: UInt16
     public let flightEnd: Int           // offset in the fed stream just past the record carrying Finished
+    /// The leaf's CertificateEntry signed_certificate_timestamp extension (RFC 6962 §3.3.1, RFC 8446
+    /// §4.4.2): a SignedCertificateTimestampList, unread (`SignedCertificateTimestamp.list`).
+    public let leafSCTList: [UInt8]?
+    /// The leaf's CertificateEntry status_request extension (RFC 8446 §4.4.2.1): a CertificateStatus
+    /// holding a stapled OCSP response, unread (`stapledOCSPResponse(certificateStatus:)`).
+    public let leafOCSPStatus: [UInt8]?
+
+    init(chain: [[UInt8]], certificateRequested: Bool, signatureScheme: UInt16, flightEnd: Int, leafSCTList: [UInt8]? = nil,
+         leafOCSPStatus: [UInt8]? = nil) {
+        self.chain = chain
+        self.certificateRequested = certificateRequested
+        self.signatureScheme = signatureScheme
+        self.flightEnd = flightEnd
+        self.leafSCTList = leafSCTList
+        self.leafOCSPStatus = leafOCSPStatus
+    }
 }
 
 /// The server's encrypted handshake flight of one TLS 1.3 tunnel.
@@ -54,6 +70,8 @@ public struct TLS13ServerFlight: Sendable {
     private var transcript: [[UInt8]]
     private var handshake = HandshakeReassembler()
     private var certificateRequested = false
+    private var leafSCTList: [UInt8]?
+    private var leafOCSPStatus: [UInt8]?
     private let resumed: Bool
     /// The secret the records were opened with, and the opener it gave.
     private var secret: SecretBytes?
@@ -215,7 +233,8 @@ public struct TLS13ServerFlight: Sendable {
             certificateRequested = true
             state = .reading(.certificate)
         case (.certificateRequestOrCertificate, tlsHandshakeCertificate), (.certificate, tlsHandshakeCertificate):
-            let chain = try parse { () throws(TLSReadError) in try readTLS13Certificate(message) }
+            let (chain, leafSCTList, leafOCSPStatus) = try parse { () throws(TLSReadError) in try readTLS13Certificate(message) }
+            (self.leafSCTList, self.leafOCSPStatus) = (leafSCTList, leafOCSPStatus)
             state = .reading(.certificateVerify(chain: chain))
         case (.certificateVerify(let chain), tlsHandshakeCertificateVerify):
             let (scheme, signature) = try parse { () throws(TLSReadError) in try readCertificateVerify(message) }
@@ -228,7 +247,8 @@ public struct TLS13ServerFlight: Sendable {
             // RFC 8446 §5.1: the keys change after Finished, so it ends its record.
             guard !handshake.hasPendingBytes else { throw .malformed("handshake data after Finished in its record") }
             state = .verified(TLS13VerifiedFlight(
-                chain: chain, certificateRequested: certificateRequested, signatureScheme: scheme, flightEnd: recordEnd))
+                chain: chain, certificateRequested: certificateRequested, signatureScheme: scheme, flightEnd: recordEnd,
+                leafSCTList: leafSCTList, leafOCSPStatus: leafOCSPStatus))
             return
         case (_, tlsHandshakeCompressedCertificate):
             throw .malformed("compressed_certificate (RFC 8879) is not read")
@@ -317,20 +337,34 @@ func readCertificateRequest(_ message: HandshakeMessage) throws(TLSReadError) {
 ///     } Certificate;
 ///
 /// A server's context is empty ("in the case of server authentication, this field SHALL be zero
-/// length"), and its list is not (a server always authenticates outside PSK).
-func readTLS13Certificate(_ message: HandshakeMessage) throws(TLSReadError) -> [[UInt8]] {
+/// length"), and its list is not (a server always authenticates outside PSK). Also returns the
+/// leaf entry's signed_certificate_timestamp and status_request extension data, if it has them.
+func readTLS13Certificate(_ message: HandshakeMessage) throws(TLSReadError)
+    -> (chain: [[UInt8]], leafSCTList: [UInt8]?, leafOCSPStatus: [UInt8]?) {
     var body = ByteCursor(message.body)
     let context = try body.vector("certificate_request_context", lengthBytes: 1, 0...0xFF)
     guard context.isEmpty else { throw .malformed("server Certificate with a certificate_request_context") }
     var list = try body.vector("certificate_list", lengthBytes: 3, 0...0xFF_FFFF)
     try body.expectEnd("certificate_list")
     var chain: [[UInt8]] = []
+    var leafSCTList: [UInt8]?
+    var leafOCSPStatus: [UInt8]?
     while !list.isEmpty {
         chain.append(Array(try list.vector("cert_data", lengthBytes: 3, 1...0xFF_FFFF).bytes))
-        _ = try list.vector("CertificateEntry extensions", lengthBytes: 2, 0...0xFFFF)
+        var extensions = try list.vector("CertificateEntry extensions", lengthBytes: 2, 0...0xFFFF)
+        // Only the leaf's are read (RFC 6962 §3.3.1 puts the SCTs there, RFC 8446 §4.4.2.1 its
+        // OCSP response); the others stay unread.
+        var seen = Set<UInt16>()
+        while chain.count == 1, !extensions.isEmpty {
+            let type = try extensions.uint16("extension type")
+            let data = try extensions.vector("extension \(type)", lengthBytes: 2, 0...0xFFFF)
+            guard seen.insert(type).inserted else { throw .malformed("CertificateEntry repeats extension \(type)") }
+            if type == tlsExtensionSignedCertificateTimestamp { leafSCTList = Array(data.bytes) }
+            if type == tlsExtensionStatusRequest { leafOCSPStatus = Array(data.bytes) }
+        }
     }
     guard !chain.isEmpty else { throw .malformed("empty server Certificate") }
-    return chain
+    return (chain, leafSCTList, leafOCSPStatus)
 }
 
 /// RFC 8446 §4.4.3:
