@@ -1,4 +1,5 @@
 import COpenSSL
+import PinPolicy
 
 // Checks an SCT's signature with its log's key (RFC 6962 §3.2), with EVP directly rather than
 // OpenSSL's CT module: `CTLOG_STORE` takes logs only from a file (no call adds one from memory),

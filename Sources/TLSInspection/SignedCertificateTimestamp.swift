@@ -1,21 +1,10 @@
 import COpenSSL
+import PinPolicy
 
 // Certificate Transparency's signed certificate timestamps (RFC 6962), read from wherever a server
 // delivers them: embedded in the leaf, in the TLS signed_certificate_timestamp extension, or in a
 // stapled OCSP response. Judging them (which logs count, how many) is PinPolicy's; this file only
 // reads them, and SCTVerification.swift checks their signatures.
-
-/// RFC 6962 §3.3.1: signed_certificate_timestamp(18), in a TLS 1.2 ServerHello or a TLS 1.3 leaf's
-/// CertificateEntry.
-let tlsExtensionSignedCertificateTimestamp: UInt16 = 18
-
-/// How an SCT reached pinproxy; it decides what the log signed: the precertificate for an embedded
-/// SCT, the certificate itself for the other two (RFC 6962 §3.3).
-public enum SCTDelivery: String, Equatable, Hashable, Sendable {
-    case embedded
-    case tlsExtension = "tls_extension"
-    case ocsp
-}
 
 /// One SCT as the server delivered it. RFC 6962 §3.2:
 ///

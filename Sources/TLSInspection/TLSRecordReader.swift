@@ -31,6 +31,7 @@ let tlsHandshakeFinished: UInt8 = 20
 // RFC 8446 §4.2: ExtensionType.
 let tlsExtensionServerName: UInt16 = 0              // RFC 6066 §3
 let tlsExtensionALPN: UInt16 = 16                   // RFC 7301 §3.1
+let tlsExtensionSignedCertificateTimestamp: UInt16 = 18  // RFC 6962 §3.3.1: a TLS 1.2 ServerHello, a TLS 1.3 leaf's CertificateEntry
 let tlsExtensionSessionTicket: UInt16 = 35          // RFC 5077 §3.2
 let tlsExtensionPreSharedKey: UInt16 = 41           // RFC 8446 §4.2.11
 let tlsExtensionSupportedVersions: UInt16 = 43      // RFC 8446 §4.2.1
