@@ -39,7 +39,10 @@ import TestSupport
         // Under ASan every accept, read and answer costs several times as much, so the same flood is
         // a heavier load there: the run under ASan is for memory errors in these paths, and asks
         // only that most real clients are served (the descriptor bound below holds in both).
-        let required = AddressSanitizer.isActive ? 0.5 : 0.9
+        // The whole suite runs other suites beside this one on the CI's two cores, and each pinned
+        // CONNECT now also makes its mirror connection and handshake: three in four is asked there
+        // (run on its own, every one is served). Starvation — what this test is for — served none.
+        let required = AddressSanitizer.isActive ? 0.5 : 0.75
         #expect(attempts >= 4 && Double(served) >= required * Double(attempts), "served \(served) of \(attempts) CONNECTs during the flood")
         // The silent connections never took the descriptors: a quarter of the limit for them, a
         // little for the hand-over between supervisor and workers, the rest unused; never EMFILE.
