@@ -60,13 +60,12 @@ extension StreamCheck {
     /// the client's own connection, so its word decides (a mirror's catch is an incident either
     /// way). Without a key-log line (none set, or none within `wait`), the mirrors decide.
     private func tls13Answer(_ progress: KeyLogCheck.Progress, _ hellos: Hellos, _ checks: TLS13Checks, _ now: Date) -> Inspection {
-        if let keyLog = checks.keyLog, !keyLog.declaredMissing, progress != .missing {
+        if let keyLog = checks.keyLog {
+            let missing = progress == .missing || keyLog.declaredMissing
             // The client's own chain decides; a mirror's catch (already logged) waits for it.
-            if progress == .pending && keyLog.holding { return .hold }
-            return inspection(progress, hellos, keyLog, now)
-        }
-        if progress == .missing && context.rule?.requireKeylog == true, let keyLog = checks.keyLog {
-            return inspection(.missing, hellos, keyLog, now)
+            if !missing && progress == .pending && keyLog.holding { return .hold }
+            // No line under `require_keylog` is refused; without it the mirrors speak instead.
+            if !missing || context.rule?.requireKeylog == true { return inspection(missing ? .missing : progress, hellos, keyLog, now) }
         }
         return mirrorAnswer(hellos, checks, now)
     }
@@ -78,12 +77,8 @@ extension StreamCheck {
         case .pending:
             if keyLog.holding { return .hold }
             answer = keyLog.readingTickets ? .release : .done
-        case .missing:
-            if context.rule?.requireKeylog == true {
-                answer = refuse(.keylogMissing, "no key-log line for this TLS 1.3 handshake within \(keyLogWait); the client must write one (SSLKEYLOGFILE=\(context.keyLog?.path ?? "?"))", now)
-            } else {
-                answer = .done  // probe-only, as without a key log
-            }
+        case .missing:  // only under `require_keylog` (see tls13Answer)
+            answer = refuse(.keylogMissing, "no key-log line for this TLS 1.3 handshake within \(keyLogWait); the client must write one (SSLKEYLOGFILE=\(context.keyLog?.path ?? "?"))", now)
         case .invalid(let invalid):
             answer = refuse(.keylogInvalid, invalid.detail, now)
         case .opened(let flight):
