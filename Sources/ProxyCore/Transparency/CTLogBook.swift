@@ -11,6 +11,17 @@ struct DeliveredSCTs: Equatable, Sendable {
     var ocspResponse: [UInt8]? = nil
 
     static let none = DeliveredSCTs()
+
+    init(tlsExtension: [UInt8]? = nil, ocspResponse: [UInt8]? = nil) {
+        self.tlsExtension = tlsExtension
+        self.ocspResponse = ocspResponse
+    }
+
+    /// What a TLS 1.3 server put in its leaf's CertificateEntry (read with the key log or on a mirror).
+    init(_ flight: TLS13VerifiedFlight) {
+        tlsExtension = flight.leafSCTList
+        ocspResponse = flight.leafOCSPStatus.flatMap { try? stapledOCSPResponse(certificateStatus: $0) }
+    }
 }
 
 /// A CT log list loaded for one policy snapshot, with its logs' keys: what every chain's SCTs are
