@@ -1,5 +1,7 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <malloc.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/types.h>
 #include <openssl/ssl.h>
@@ -19,4 +21,12 @@ const void *pp_memrchr(const void *bytes, int byte, unsigned long length) { retu
 
 long pp_SSL_get_tlsext_status_ocsp_resp(SSL *ssl, const unsigned char **response) {
     return SSL_get_tlsext_status_ocsp_resp(ssl, (unsigned char **)response);
+}
+
+/* Defined only when AddressSanitizer is linked in (it replaces malloc, so mallinfo2 sees nothing). */
+extern size_t __sanitizer_get_current_allocated_bytes(void) __attribute__((weak));
+
+unsigned long pp_heap_in_use(void) {
+    if (__sanitizer_get_current_allocated_bytes) return (unsigned long)__sanitizer_get_current_allocated_bytes();
+    return (unsigned long)mallinfo2().uordblks;
 }

@@ -7,14 +7,21 @@ import PinPolicy
 /// `CertificateFacts`, never the pointer.
 public final class Certificate {
     let ref: OpaquePointer
+    /// The DER, when it is kept: the bytes it was parsed from, or a probe's chain's, taken once so
+    /// that every tunnel judged on the cached probe shares one copy instead of encoding its own.
+    private let keptDER: [UInt8]?
 
     /// Takes over a reference the caller owns (from `d2i_X509`, `PEM_read_bio_X509`, `X509_up_ref`).
-    init(takingOwnership ref: OpaquePointer) { self.ref = ref }
+    init(takingOwnership ref: OpaquePointer, der: [UInt8]? = nil) {
+        self.ref = ref
+        keptDER = der
+    }
 
-    /// Adds a reference to an X509 that someone else owns (a peer chain, a store context).
-    public convenience init(borrowing ref: OpaquePointer) {
+    /// Adds a reference to an X509 that someone else owns (a peer chain, a store context);
+    /// `keepingDER` encodes its DER now and keeps it (see `der`).
+    public convenience init(borrowing ref: OpaquePointer, keepingDER: Bool = false) {
         X509_up_ref(ref)
-        self.init(takingOwnership: ref)
+        self.init(takingOwnership: ref, der: keepingDER ? derBytes { i2d_X509(ref, $0) }! : nil)
     }
 
     deinit { X509_free(ref) }
@@ -40,7 +47,7 @@ public final class Certificate {
             guard let start = buffer.baseAddress, !buffer.isEmpty else { return nil }
             var cursor: UnsafePointer<UInt8>? = start
             guard let parsed = d2i_X509(nil, &cursor, buffer.count) else { return nil }
-            let certificate = Certificate(takingOwnership: parsed)
+            let certificate = Certificate(takingOwnership: parsed, der: bytes)
             return cursor == start + buffer.count ? certificate : nil
         }
     }
@@ -81,7 +88,8 @@ public final class Certificate {
         try load(FileError.contents(of: path))
     }
 
-    public var der: [UInt8] { derBytes { i2d_X509(ref, $0) }! }
+    /// The DER encoding: the kept bytes (shared, no copy) or encoded now.
+    public var der: [UInt8] { keptDER ?? derBytes { i2d_X509(ref, $0) }! }
 
     /// DER SubjectPublicKeyInfo (`i2d_X509_PUBKEY`): what HPKP, OkHttp and curl hash.
     public var spkiDER: [UInt8] { derBytes { i2d_X509_PUBKEY(X509_get_X509_PUBKEY(ref), $0) }! }

@@ -81,11 +81,12 @@ public final class ProbeSSL {
     /// `TLSv1.3`, `TLSv1.2`, … as negotiated so far.
     public var version: String { String(cString: SSL_get_version(ref)) }
 
-    /// The certificates the server sent, leaf first (`SSL_get_peer_cert_chain` on a client includes it).
+    /// The certificates the server sent, leaf first (`SSL_get_peer_cert_chain` on a client includes it),
+    /// each with its DER kept: the tunnels the verification cache serves share it.
     public var presentedChain: [Certificate] {
         guard let chain = SSL_get_peer_cert_chain(ref) else { return [] }
         return (0..<OPENSSL_sk_num(chain)).compactMap { i in
-            OPENSSL_sk_value(chain, i).map { Certificate(borrowing: OpaquePointer($0)) }
+            OPENSSL_sk_value(chain, i).map { Certificate(borrowing: OpaquePointer($0), keepingDER: true) }
         }
     }
 

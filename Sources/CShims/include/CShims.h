@@ -31,3 +31,8 @@ int pp_fallocate(int fd, int mode, long long offset, long long length);
 /// memmem and memrchr (GNU): the key-log intake looks for the randoms tunnels wait for in a flood.
 const void *pp_memmem(const void *haystack, unsigned long haystackLength, const void *needle, unsigned long needleLength);
 const void *pp_memrchr(const void *bytes, int byte, unsigned long length);
+
+/// Bytes the allocator has handed out and not got back: glibc's mallinfo2().uordblks, summed over
+/// every arena (Swift's Glibc module lacks <malloc.h>); under AddressSanitizer, its allocator's
+/// count. The debug builds' heap figure for the tests (see `HeapFigure`).
+unsigned long pp_heap_in_use(void);

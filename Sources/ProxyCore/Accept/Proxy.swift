@@ -363,7 +363,8 @@ public final class Proxy {
         guard interval > 0 else { return }
         statsTimer = Timer(loop: loop, after: interval, repeating: true) { [weak self] in
             guard let self else { return }
-            let fields = statsSample().fields
+            var fields = statsSample().fields
+            if let heap = HeapFigure.field { fields.append(heap) }  // tests only: a changed heap is a new line
             if statsGate.shouldLog(fields, at: ContinuousClock.now) { logger.emit(LogRecord(.info, "stats", fields)) }
             systemd.status(statusLine())
         }

@@ -42,6 +42,7 @@ final class Session {
     let acceptedAt = ContinuousClock.now
     private var machine: SessionMachine
     private var work = Work.none
+    /// The client's bufferevent, until a tunnel's relay takes it (or the session ends).
     private var clientSide: BufferEvent?
     /// When the tunnel opened, for the close line's `duration_ms`.
     private var openedAt: ContinuousClock.Instant?
@@ -143,7 +144,7 @@ final class Session {
         guard case .relaying(let relay, _) = work, case .relaying(let admitted, let passage, let address) = machine.state else { return }
         var probe: Judgement?
         if case .pinned(_, let judgement, _) = passage { probe = judgement }
-        let judged = relay.check?.summary.judged
+        let judged = relay.summary?.judged
         let chain = judged?.der ?? probe?.presentedDER
         let delivered = judged?.delivered ?? probe?.delivered ?? .none
         // Through a parent proxy the address is the parent's: `deny_destinations` judged the target.
@@ -277,7 +278,7 @@ final class Session {
             var relay: Relay?
             if case .relaying(let r, _) = previous { relay = r }
             let closed = ClosedTunnel(record: record, bytesUp: relay?.bytesUp ?? 0, bytesDown: relay?.bytesDown ?? 0,
-                                      duration: ContinuousClock.now - (openedAt ?? acceptedAt), stream: relay?.check?.summary, relay: relay?.stage)
+                                      duration: ContinuousClock.now - (openedAt ?? acceptedAt), stream: relay?.summary, relay: relay?.stage)
             if case .relay(.refused(let refusal)) = reason {
                 finish(.streamRefused(refusal, closed))
             } else {
@@ -351,7 +352,9 @@ final class Session {
         }
         pendingMirrors = []
         let check = StreamCheck(context, ledger: worker.resumptions)
-        check.notify = { [weak self] note in self?.worker.logStreamNote(note, record: record) }
+        check.notify = { [weak self] note in self?.streamNoted(note) }
+        // The relay owns the client's bufferevent from here: it frees it once the fast relay has the socket.
+        self.clientSide = nil
         let relay = Relay(loop: worker.loop, client: clientSide, upstream: upstream, idleTimeout: settings.idleTimeout, check: check,
                           method: settings.relay) { [weak self] end in
             guard let self else { return }
@@ -366,6 +369,13 @@ final class Session {
         // A reload while this CONNECT resolved, probed or connected: judged again now, as every
         // open tunnel was at the reload.
         if let admitted = machine.admitted, admitted.snapshot !== worker.snapshot { rejudge(under: worker.snapshot) }
+    }
+
+    /// What the stream check notes, logged with the open tunnel's record (made now rather than
+    /// kept in the check's closure: a held tunnel keeps one copy, the machine's).
+    private func streamNoted(_ note: StreamCheck.Note) {
+        guard case .relaying(let admitted, let passage, let address) = machine.state else { return }
+        worker.logStreamNote(note, record: DecisionRecord(conn: id, client: client, .opened(admitted, passage, address: address)))
     }
 
     /// The tunnel opened: counts its decision, then logs it (`tunnel_allowed`, `tunnel_bypassed`,

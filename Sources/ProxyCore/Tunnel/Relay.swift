@@ -30,8 +30,14 @@ final class Relay {
     private var idleTimer: Timer?
     private let loop: EventLoop
     private var onEnd: ((RelayEnd) -> Void)?
-    /// The one hook where bytes move: the stream check sees each side's first flights.
-    let check: StreamCheck?
+    /// The one hook where bytes move: the stream check sees each side's first flights. Once it is
+    /// done with both sides it is let go (its readers, hellos and held bytes with it), and only
+    /// what it found stays, in `summary`.
+    private(set) var check: StreamCheck?
+    private var foundByCheck: StreamSummary?
+
+    /// What the stream check found (nil: the tunnel had none): for the close line and a reload.
+    var summary: StreamSummary? { check?.summary ?? foundByCheck }
 
     /// Bytes from the client to the upstream, and back.
     var bytesUp: Int { (fast?.book ?? book).client.bytes }
@@ -52,13 +58,14 @@ final class Relay {
         check?.decide = { [weak self] side, inspection in self?.decided(side, inspection) }
     }
 
-    /// The session keeps its client bufferevent after the relay: no callback may reach us then.
+    /// The bufferevents may outlive the relay for a moment (a callback in flight): none may reach us then.
     deinit {
         sides?.client.bev.unroute(from: self)
         sides?.upstream.bev.unroute(from: self)
     }
 
-    /// Takes over both bufferevents and passes on what the client already sent.
+    /// Takes over both bufferevents (the relay owns them from now on, and frees them when the fast
+    /// relay takes the sockets) and passes on what the client already sent.
     func start() {
         checkedActivity = .now
         self[.client].bev.setWatermark(EV_READ, low: 0, high: 0)
@@ -106,6 +113,7 @@ final class Relay {
     /// not pass on yet is moved first; what waits in the output buffers goes with the fast relay,
     /// to be written before anything else.
     private func goFastIfReady() {
+        retireCheckIfDone()
         guard fast == nil, onEnd != nil, let sides, !sides.client.inspected, !sides.upstream.inspected, book.isOpenBothWays else { return }
         for side in [TunnelSide.client, .upstream] {
             let enabled = Int32(bufferevent_get_enabled(self[side].bev.ref))
@@ -116,13 +124,21 @@ final class Relay {
         guard onEnd != nil, book.isOpenBothWays else { return }
         let clientFD = sides.client.bev.takeSocket(), upstreamFD = sides.upstream.bev.takeSocket()
         let carried = (fromClient: sides.upstream.bev.takeOutput(), fromUpstream: sides.client.bev.takeOutput())
-        self.sides = nil  // frees the upstream bufferevent; the session's client one stays, without its socket
+        self.sides = nil  // frees both bufferevents and their buffers
         let relay = FastRelay(loop: loop, method: method, client: clientFD, upstream: upstreamFD, book: book, carried: carried) { [weak self] how in
             guard let self else { return }
             end(how)
         }
         fast = relay
         relay.start()
+    }
+
+    /// The check has nothing left to read on either side: keep what it found and let it go.
+    private func retireCheckIfDone() {
+        guard let check, let sides, !sides.client.inspected, !sides.upstream.inspected else { return }
+        check.stop()
+        foundByCheck = check.summary
+        self.check = nil
     }
 
     /// Moves what `from` sent to the other side; when the other side has too much queued, stops

@@ -291,9 +291,12 @@ final class StreamCheck {
         // A reload that no longer pins the host left nothing to judge by.
         guard case .pinned(let rule, let probe) = context.pinning else { return nil }
         let validation: ChainValidation, evaluation: Evaluation
+        var ders = ders
         if let probe, probe.presentedDER == ders {
-            // Byte for byte the chain the probe saw, judged under this same snapshot and rule.
+            // Byte for byte the chain the probe saw, judged under this same snapshot and rule; the
+            // probe's copy is kept (shared with the verification cache), the one just read is dropped.
             (validation, evaluation) = (probe.validation, probe.evaluation)
+            ders = probe.presentedDER
         } else {
             guard let presented = Certificate.chain(fromDER: ders) else {
                 return refuse(.malformedTLS, "a certificate in the server's Certificate message does not parse", now, stage: stage)

@@ -16,6 +16,11 @@
                                        body (a 'bulk' upstream's x…x) is read at a pace spread over
                                        SECONDS; prints per tunnel 'TARGET <body bytes> complete' or
                                        'TARGET <body bytes> cut'
+  clients.py holds N PROXYPORT TARGET CAFILE
+                                       N tunnels to TARGET (host:port, a 'keepalive' upstream), one
+                                       after another: CONNECT, TLS, a GET and its whole response;
+                                       then prints 'PORT 0 held=<n>' (TestSupport's Helper reads
+                                       that line) and holds them open until stdin closes
   clients.py stall URL CAFILE SECONDS  opens the tunnel, sends a GET, reads 1 KiB, then stops
                                        reading for SECONDS; prints 'STALLED <bytes read>'
 """
@@ -136,7 +141,36 @@ def stream(proxy_port, cafile, seconds, target):
         pass
     return "%s %d %s" % (target, received, "complete" if received == length and intact else "cut")
 
-if sys.argv[1] == "streams":
+def hold(proxy_port, target, cafile):
+    host, port = target.rsplit(":", 1)
+    raw = socket.create_connection(("127.0.0.1", proxy_port), timeout=30)
+    raw.sendall(b"CONNECT %s HTTP/1.1\r\n\r\n" % target.encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = raw.recv(1)
+        if not chunk: raise OSError("closed before the CONNECT's answer")
+        head += chunk
+    if not head.startswith(b"HTTP/1.1 200"): raise OSError(head.split(b"\r\n")[0].decode())
+    tls = ssl.create_default_context(cafile=cafile).wrap_socket(raw, server_hostname=host)
+    tls.sendall(b"GET / HTTP/1.1\r\nHost: %s\r\n\r\n" % host.encode())
+    data = b""
+    while not data.partition(b"\r\n\r\n")[2].endswith(b"\n"):  # the body is one line
+        chunk = tls.recv(4096)
+        if not chunk: raise OSError("closed before the response")
+        data += chunk
+    return tls
+
+if sys.argv[1] == "holds":
+    held, problems = [], []
+    deadline = time.monotonic() + 120
+    for _ in range(int(sys.argv[2])):
+        if time.monotonic() > deadline: break
+        try: held.append(hold(int(sys.argv[3]), sys.argv[4], sys.argv[5]))
+        except Exception as e: problems.append(str(e).replace(" ", "_"))
+    print("PORT 0 held=%d" % len(held), *(["problem=" + problems[0]] if problems else []), flush=True)
+    sys.stdin.read()
+    for tls in held: tls.close()
+elif sys.argv[1] == "streams":
     targets = sys.argv[5:]
     with ThreadPoolExecutor(max_workers=len(targets)) as pool:
         for line in pool.map(lambda t: stream(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]), t), targets):

@@ -8,6 +8,7 @@ modes:
   silent      accepts TCP and never says anything
   plain       speaks plain HTTP, not TLS
   bulk        TLS; after a request, sends up to --bulk-bytes as fast as the peer reads
+  keepalive   as https, but keeps the connection and answers each request on it until the peer closes
   flood       plain TCP; after the first bytes from the peer, sends up to --bulk-bytes until it is gone
   echo        plain TCP; sends back everything it reads, and half-closes after the peer's EOF
   talkfirst   plain TCP; after the peer's first byte, sends --bulk-bytes of relay.py's pattern and
@@ -29,7 +30,7 @@ p.add_argument("--rogue-key")
 a = p.parse_args()
 
 ctx = None
-if a.mode in ("https", "clientcert", "bulk", "slow"):
+if a.mode in ("https", "clientcert", "bulk", "slow", "keepalive"):
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(a.cert, a.key)
     if a.tls == "1.2": ctx.maximum_version = ssl.TLSVersion.TLSv1_2
@@ -110,6 +111,11 @@ def handle(raw):
                 conn.sendall(chunk); sent += len(chunk)
             return
         body = ("hello from %s\n" % a.name).encode()
+        if a.mode == "keepalive":  # answer every request and keep the connection until the client closes it
+            conn.settimeout(None)
+            while True:
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+                if read_request(conn) is None: return
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
         try:
             conn.shutdown(socket.SHUT_WR) if ctx is None else conn.unwrap()
