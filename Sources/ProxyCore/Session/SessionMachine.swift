@@ -23,8 +23,10 @@ enum AdmissionBasis: Equatable {
     }
 }
 
-/// A probe's chain judged under the CONNECT's snapshot and rule, with its evidence.
-struct Judgement {
+/// A probe's chain judged under the CONNECT's snapshot and rule, with its evidence. An immutable
+/// object, not a value: an open tunnel's state, its records and its stream check share one, so a
+/// held tunnel does not carry its ~300 bytes inline in each of them.
+final class Judgement {
     let address: SocketAddress
     let tlsVersion: TLSVersion?
     let keyProof: KeyProof
@@ -34,9 +36,21 @@ struct Judgement {
     /// no second validation.
     let presentedDER: [[UInt8]]
     /// The chain came from the verification cache (an earlier probe), not a handshake of its own.
-    var cached = false
+    let cached: Bool
     /// The SCTs the probe's server sent beside the chain, for CT (judged again on a reload).
-    var delivered = DeliveredSCTs.none
+    let delivered: DeliveredSCTs
+
+    init(address: SocketAddress, tlsVersion: TLSVersion?, keyProof: KeyProof, validation: ChainValidation, evaluation: Evaluation,
+         presentedDER: [[UInt8]], cached: Bool = false, delivered: DeliveredSCTs = .none) {
+        self.address = address
+        self.tlsVersion = tlsVersion
+        self.keyProof = keyProof
+        self.validation = validation
+        self.evaluation = evaluation
+        self.presentedDER = presentedDER
+        self.cached = cached
+        self.delivered = delivered
+    }
 }
 
 /// Why a session ended without a refusal: the `close_reason` of `tunnel_closed`.

@@ -137,7 +137,7 @@ final class Relay {
     private func retireCheckIfDone() {
         guard let check, let sides, !sides.client.inspected, !sides.upstream.inspected else { return }
         check.stop()
-        foundByCheck = check.summary
+        foundByCheck = check.lasting
         self.check = nil
     }
 

@@ -63,6 +63,12 @@ final class StreamCheck {
         context.policyChanged(to: snapshot)
     }
 
+    /// What the tunnel keeps of the check once it is done (see `StreamSummary.lasting`).
+    var lasting: StreamSummary {
+        if case .pinned(_, let probe) = context.pinning { return summary.lasting(probe: probe) }
+        return summary
+    }
+
     /// The tunnel ended: drop the key-log check's secrets and stop its timers now.
     func stop() {
         phase.tls13Checks?.stop()
@@ -292,11 +298,13 @@ final class StreamCheck {
         guard case .pinned(let rule, let probe) = context.pinning else { return nil }
         let validation: ChainValidation, evaluation: Evaluation
         var ders = ders
+        var isProbes = false
         if let probe, probe.presentedDER == ders {
             // Byte for byte the chain the probe saw, judged under this same snapshot and rule; the
             // probe's copy is kept (shared with the verification cache), the one just read is dropped.
             (validation, evaluation) = (probe.validation, probe.evaluation)
             ders = probe.presentedDER
+            isProbes = true
         } else {
             guard let presented = Certificate.chain(fromDER: ders) else {
                 return refuse(.malformedTLS, "a certificate in the server's Certificate message does not parse", now, stage: stage)
@@ -304,7 +312,7 @@ final class StreamCheck {
             (validation, evaluation) = context.snapshot.judge(presented, target: context.authority.target, rule: rule, at: now,
                                                               debugBypassEnabled: context.debugBypassEnabled, delivered: delivered)
         }
-        let judged = StreamSummary.JudgedChain(der: ders, validation: validation, evaluation: evaluation, delivered: delivered)
+        let judged = StreamSummary.JudgedChain(der: ders, validation: validation, evaluation: evaluation, delivered: delivered, isProbes: isProbes)
         // The tunnel's own chain (stream, key log) is what its lines show; a mirror's, until one
         // is judged, or when it is the refusal's evidence.
         let refused: Bool

@@ -15,13 +15,24 @@ struct StreamSummary {
         var stage: StreamStage = .stream
     }
 
-    /// A chain the check judged (the one the client received), with its judgement.
-    struct JudgedChain {
+    /// A chain the check judged (the one the client received), with its judgement. An immutable
+    /// object: the summary of every tunnel carries a pointer, not the judgement inline.
+    final class JudgedChain {
         let der: [[UInt8]]
         let validation: ChainValidation
         let evaluation: Evaluation
         /// The SCTs delivered beside it (judged again on a reload).
-        var delivered = DeliveredSCTs.none
+        let delivered: DeliveredSCTs
+        /// It is the probe's own judgement, reused for a chain byte for byte the probe's.
+        let isProbes: Bool
+
+        init(der: [[UInt8]], validation: ChainValidation, evaluation: Evaluation, delivered: DeliveredSCTs = .none, isProbes: Bool = false) {
+            self.der = der
+            self.validation = validation
+            self.evaluation = evaluation
+            self.delivered = delivered
+            self.isProbes = isProbes
+        }
     }
 
     /// How the tunnel was verified, leaving aside what was let through.
@@ -34,6 +45,16 @@ struct StreamSummary {
     var judged: JudgedChain?
     /// A would-refuse let through, for the warning line.
     var overlooked: Overlooked?
+
+    /// What outlives the check: the same, but without a judged chain that is the probe's own
+    /// judgement delivered with the probe's SCTs — every later reader (a reload, a refusal's
+    /// evidence) falls back to the probe's, which the session keeps anyway.
+    func lasting(probe: Judgement?) -> StreamSummary {
+        guard let judged, judged.isProbes, let probe, judged.delivered == probe.delivered else { return self }
+        var kept = self
+        kept.judged = nil
+        return kept
+    }
 
     /// How the tunnel was verified so far: `bypass` once anything was let through.
     var verification: Verification { overlooked != nil ? .bypass : verifiedBy }
