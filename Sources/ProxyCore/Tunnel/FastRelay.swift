@@ -238,7 +238,9 @@ final class FastRelay {
     private struct Side {
         let fd: Int32
         let readEvent: LoopEvent
-        let writeEvent: LoopEvent
+        /// Made the first time bytes for this side must wait for it to drain: most tunnels never
+        /// meet backpressure, and an event costs a held tunnel about 200 bytes.
+        var writeEvent: LoopEvent?
         /// What this side sent that waits for the other side.
         let outgoing: Conduit
         /// What this side sent during the bufferevent stage that had not reached the other side
@@ -251,6 +253,7 @@ final class FastRelay {
 
     private var client: Side
     private var upstream: Side
+    private let loop: EventLoop
     private(set) var book: RelayBook
     private(set) var lastActivity = ContinuousClock.now
     private var onEnd: ((RelayEnd) -> Void)?
@@ -260,11 +263,11 @@ final class FastRelay {
          carried: (fromClient: PendingBytes?, fromUpstream: PendingBytes?), onEnd: @escaping (RelayEnd) -> Void) {
         self.book = book
         self.onEnd = onEnd
+        self.loop = loop
         func side(_ fd: Int32, carrying: PendingBytes?) -> Side {
             let conduit: Conduit = method == .splice ? SpliceConduit(shared: loop.relayShared) : CopyConduit(shared: loop.relayShared)
             return Side(fd: fd,
                         readEvent: LoopEvent(loop: loop, fd: fd, what: Int16(EV_READ | EV_PERSIST)),
-                        writeEvent: LoopEvent(loop: loop, fd: fd, what: Int16(EV_WRITE | EV_PERSIST)),
                         outgoing: conduit, carried: carrying.flatMap { $0.remaining > 0 ? $0 : nil })
         }
         client = side(clientFD, carrying: carried.fromClient)
@@ -277,18 +280,27 @@ final class FastRelay {
                 guard let self else { return }
                 readable(side)
             }
-            self[side].writeEvent.action = { [weak self] _ in
+        }
+    }
+
+    /// Watches `side` for room to write, making its write event the first time.
+    private func awaitWritable(_ side: TunnelSide) {
+        if self[side].writeEvent == nil {
+            let event = LoopEvent(loop: loop, fd: self[side].fd, what: Int16(EV_WRITE | EV_PERSIST))
+            event.action = { [weak self] _ in
                 guard let self else { return }
                 writable(side)
             }
+            self[side].writeEvent = event
         }
+        self[side].writeEvent?.add()
     }
 
     /// Starts reading each side, or, when it has carried bytes, writing them to the other side first.
     func start() {
         for side in [TunnelSide.client, .upstream] {
             book[side].readPaused = self[side].carried != nil
-            (self[side].carried != nil ? self[side.other].writeEvent : self[side].readEvent).add()
+            if self[side].carried != nil { awaitWritable(side.other) } else { self[side].readEvent.add() }
         }
     }
 
@@ -300,14 +312,14 @@ final class FastRelay {
         onEnd = nil
         for side in [client, upstream] {
             side.readEvent.remove()
-            side.writeEvent.remove()
+            side.writeEvent?.remove()
         }
     }
 
     deinit {
         for side in [client, upstream] {
             side.readEvent.cancel()  // the events go before the sockets they watch
-            side.writeEvent.cancel()
+            side.writeEvent?.cancel()
             close(side.fd)
         }
     }
@@ -347,7 +359,7 @@ final class FastRelay {
         if case .writeFailed(let code) = self[sender].outgoing.flush(to: self[side].fd) { return end(Self.failure(code, on: side)) }
         lastActivity = .now
         guard self[sender].held == 0 else { return }
-        self[side].writeEvent.remove()
+        self[side].writeEvent?.remove()
         take(book.drained(side, queued: 0, limit: 1))
     }
 
@@ -356,7 +368,7 @@ final class FastRelay {
             switch step {
             case .pauseReading(let side):
                 self[side].readEvent.remove()
-                self[side.other].writeEvent.add()
+                awaitWritable(side.other)
             case .resumeReading(let side):
                 self[side].readEvent.add()
             case .shutDownWrite(let side):
