@@ -18,16 +18,22 @@ import TestSupport
         case pinnedTLS12
         /// A pinned TLS 1.3 tunnel, no key log: verified by its mirror connection (closed since).
         case pinnedTLS13Mirror
+        /// No rule, and no byte yet after the CONNECT's 200 (`Benchmarks/relay.sh`'s idle
+        /// tunnels): still in the bufferevent stage, its check waiting for a ClientHello.
+        case unpinnedBare
 
         var tls: String { self == .pinnedTLS12 ? "1.2" : "1.3" }
         var verify: String {
             switch self {
-            case .unpinned: return "unpinned"
+            case .unpinned, .unpinnedBare: return "unpinned"
             case .pinnedTLS12: return "probe+stream"
             case .pinnedTLS13Mirror: return "probe+mirror"
             }
         }
-        var rules: String { self == .unpinned ? "rules: []" : apiRule(pinsLine(Pins.leafEC)) }
+        var isPinned: Bool { self == .pinnedTLS12 || self == .pinnedTLS13Mirror }
+        var rules: String { isPinned ? apiRule(pinsLine(Pins.leafEC)) : "rules: []" }
+        /// Which relay carries it while it is held.
+        func relay(_ method: String) -> String { self == .unpinnedBare ? "bufferevent" : method }
     }
 
     @Test(arguments: Kind.allCases, ["copy", "splice"])
@@ -44,12 +50,12 @@ import TestSupport
         // Two tunnels first, held and closed: the one-time costs (the probe's context and cache
         // entry, the loop's relay scratch block, the log writer's buffers) belong to the baseline.
         let warm = 2
-        try Self.hold(warm, proxy: proxy, target: target).stop()
+        try Self.hold(warm, proxy: proxy, target: target, bare: kind == .unpinnedBare).stop()
         #expect(proxy.events("tunnel_closed", count: warm).count == warm)
         let idle = try #require(proxy.waitFor("stats") { $0["tunnels"] == "0" && $0["closed"] == String(warm) && $0["heap_bytes"] != nil })
         let baseline = try #require(Int(idle["heap_bytes"] ?? ""))
 
-        let holder = try Self.hold(Self.tunnels, proxy: proxy, target: target)
+        let holder = try Self.hold(Self.tunnels, proxy: proxy, target: target, bare: kind == .unpinnedBare)
         #expect(holder.reported["held"] == String(Self.tunnels), "\(holder.reported)")
         // Every tunnel has had its exchange when the holder reports; the heap can only settle
         // downwards after that (a timer's turn frees a mirror's last pieces), so the least of the
@@ -66,8 +72,8 @@ import TestSupport
         let closed = proxy.events("tunnel_closed", count: warm + Self.tunnels, timeout: 30).dropFirst(warm)
         #expect(closed.count == Self.tunnels)
         // (An unpinned tunnel's check stops after the ClientHello: its close line has no `tls`.)
-        let tls = kind == .unpinned ? nil : "TLSv\(kind.tls)"
-        let wrong = closed.filter { $0["verify"] != kind.verify || $0["relay"] != method || $0["tls"] != tls }
+        let tls = kind.isPinned ? "TLSv\(kind.tls)" : nil
+        let wrong = closed.filter { $0["verify"] != kind.verify || $0["relay"] != kind.relay(method) || $0["tls"] != tls }
         #expect(wrong.isEmpty, "\(wrong.count) not as meant, the first: \(wrong.first ?? [:])")
 
         let perTunnel = (held - baseline) / Self.tunnels
@@ -77,10 +83,10 @@ import TestSupport
         #expect(proxy.stop() == 0)
     }
 
-    /// `count` tunnels to `target` through the proxy, each after a GET and its response, held open
-    /// until the returned helper is stopped.
-    static func hold(_ count: Int, proxy: ProxyProcess, target: String) throws -> Helper {
+    /// `count` tunnels to `target` through the proxy, each after a GET and its response (`bare`:
+    /// right after the 200), held open until the returned helper is stopped.
+    static func hold(_ count: Int, proxy: ProxyProcess, target: String, bare: Bool) throws -> Helper {
         try Helper("/usr/bin/env", ["python3", "\(Paths.scripts)/clients.py", "holds", String(count), String(proxy.port), target,
-                                    Paths.fixture("both-roots.pem")])
+                                    Paths.fixture("both-roots.pem")] + (bare ? ["bare"] : []))
     }
 }

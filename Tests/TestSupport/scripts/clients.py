@@ -16,9 +16,10 @@
                                        body (a 'bulk' upstream's x…x) is read at a pace spread over
                                        SECONDS; prints per tunnel 'TARGET <body bytes> complete' or
                                        'TARGET <body bytes> cut'
-  clients.py holds N PROXYPORT TARGET CAFILE
+  clients.py holds N PROXYPORT TARGET CAFILE [bare]
                                        N tunnels to TARGET (host:port, a 'keepalive' upstream), one
-                                       after another: CONNECT, TLS, a GET and its whole response;
+                                       after another: CONNECT, TLS, a GET and its whole response
+                                       (with 'bare', the CONNECT's 200 only: no byte in the tunnel);
                                        then prints 'PORT 0 held=<n>' (TestSupport's Helper reads
                                        that line) and holds them open until stdin closes
   clients.py stall URL CAFILE SECONDS  opens the tunnel, sends a GET, reads 1 KiB, then stops
@@ -141,7 +142,7 @@ def stream(proxy_port, cafile, seconds, target):
         pass
     return "%s %d %s" % (target, received, "complete" if received == length and intact else "cut")
 
-def hold(proxy_port, target, cafile):
+def hold(proxy_port, target, cafile, bare):
     host, port = target.rsplit(":", 1)
     raw = socket.create_connection(("127.0.0.1", proxy_port), timeout=30)
     raw.sendall(b"CONNECT %s HTTP/1.1\r\n\r\n" % target.encode())
@@ -151,6 +152,7 @@ def hold(proxy_port, target, cafile):
         if not chunk: raise OSError("closed before the CONNECT's answer")
         head += chunk
     if not head.startswith(b"HTTP/1.1 200"): raise OSError(head.split(b"\r\n")[0].decode())
+    if bare: return raw
     tls = ssl.create_default_context(cafile=cafile).wrap_socket(raw, server_hostname=host)
     tls.sendall(b"GET / HTTP/1.1\r\nHost: %s\r\n\r\n" % host.encode())
     data = b""
@@ -165,7 +167,7 @@ if sys.argv[1] == "holds":
     deadline = time.monotonic() + 120
     for _ in range(int(sys.argv[2])):
         if time.monotonic() > deadline: break
-        try: held.append(hold(int(sys.argv[3]), sys.argv[4], sys.argv[5]))
+        try: held.append(hold(int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6:7] == ["bare"]))
         except Exception as e: problems.append(str(e).replace(" ", "_"))
     print("PORT 0 held=%d" % len(held), *(["problem=" + problems[0]] if problems else []), flush=True)
     sys.stdin.read()
