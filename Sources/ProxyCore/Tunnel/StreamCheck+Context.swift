@@ -7,8 +7,9 @@ extension StreamCheck {
     struct Context {
         /// Whether the CONNECT was judged on a probe's chain.
         enum Pinning {
-            /// `probe` is the probe's judgement by `rule` (nil once a reload judges afresh).
-            case pinned(rule: Rule, probe: Judgement?)
+            /// `probe` is the probe's judgement by `rule` (nil once a reload judges afresh). Boxed:
+            /// an unpinned tunnel's check does not carry a rule's room.
+            indirect case pinned(rule: Rule, probe: Judgement?)
             /// No chain was judged: the check only keeps the SNI from reaching a pinned name.
             case unpinned
         }

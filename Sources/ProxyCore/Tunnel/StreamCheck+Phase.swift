@@ -7,7 +7,8 @@ extension StreamCheck {
         let server: ServerHello
     }
 
-    /// Where the stream check stands in the tunnel's handshake, with what it needs there. Each
+    /// Where the stream check stands in the tunnel's handshake, with what it needs there (the
+    /// cases with hellos are boxed: a tunnel waiting for its first byte carries a word). Each
     /// case says what happens to the server's bytes; the client's are walked on after its
     /// ClientHello whatever the phase, for its first application data record.
     enum Phase {
@@ -16,23 +17,23 @@ extension StreamCheck {
         /// Pinned: the server's bytes are held until its ServerHello. When the client offered TLS 1.3,
         /// its checks (the key log, the mirror) follow the handshake from here, through a
         /// HelloRetryRequest.
-        case awaitingServerHello(ClientHello, TLS13Checks)
+        indirect case awaitingServerHello(ClientHello, TLS13Checks)
         /// TLS ≤ 1.2: the server's bytes are held until its Certificate is judged, or until it goes
         /// on without one (a resumption, verified against the ledger).
-        case tls12Certificate(Hellos)
+        indirect case tls12Certificate(Hellos)
         /// TLS ≤ 1.2: the Certificate is read (after `issued`, when resuming), and judged at the next
         /// message, which may be the CertificateStatus whose stapled OCSP response carries SCTs.
-        case tls12Chain(Hellos, chain: [[UInt8]], issued: [ResumptionLedger.Credential])
+        indirect case tls12Chain(Hellos, chain: [[UInt8]], issued: [ResumptionLedger.Credential])
         /// TLS ≤ 1.2: the chain passed; the server's tickets are read up to its ChangeCipherSpec.
         /// `credentials` are this handshake's session id and tickets, recorded only once the client
         /// shows that the server proved its key (see `watchingApplicationData`).
-        case tls12Judged(Hellos, credentials: [ResumptionLedger.Credential])
+        indirect case tls12Judged(Hellos, credentials: [ResumptionLedger.Credential])
         /// TLS ≤ 1.2: a resumption of a session seen verified; tickets are read as in `tls12Judged`.
-        case resumption(Hellos, credentials: [ResumptionLedger.Credential])
+        indirect case resumption(Hellos, credentials: [ResumptionLedger.Credential])
         /// TLS 1.3: the ServerHello passed, the encrypted flight is held until the checks decide
         /// (the key-log line opens it, or the mirror shows its chain), then with a key log its
         /// tickets are read.
-        case tls13Held(Hellos, TLS13Checks)
+        indirect case tls13Held(Hellos, TLS13Checks)
         /// TLS ≤ 1.2: the server changed cipher. The client's first application data record shows
         /// that it verified the server's Finished: only then are `credentials` recorded, so a
         /// replayed chain plants no session.

@@ -9,7 +9,7 @@ extension StreamCheck {
 
     /// The ServerHello passes; the encrypted records after it are held for the checks.
     func tls13ServerHello(_ hellos: Hellos, _ checks: TLS13Checks, _ now: Date) -> Inspection {
-        let held = serverHeld
+        let held = reading.serverHeld
         let plainEnd = Self.plaintextEnd(in: held)
         let answer: Inspection
         if let keyLog = checks.keyLog {
@@ -19,7 +19,7 @@ extension StreamCheck {
             }
             answer = tls13Answer(progress, hellos, checks, now)
         } else {
-            heldForMirrors = held.count - plainEnd
+            reading.heldForMirrors = held.count - plainEnd
             answer = tls13Answer(.pending, hellos, checks, now)
         }
         return answer == .hold ? .pass(count: plainEnd) : answer
@@ -29,8 +29,8 @@ extension StreamCheck {
     /// wait for the mirrors (bounded as the key-log check bounds its flight).
     func heldServerBytes(_ bytes: UnsafeRawBufferPointer, _ hellos: Hellos, _ checks: TLS13Checks, _ now: Date) -> Inspection {
         if let keyLog = checks.keyLog { return tls13Answer(keyLog.serverBytes(bytes), hellos, checks, now) }
-        heldForMirrors += bytes.count
-        guard heldForMirrors <= 128 * 1024 else { return refuse(.malformedTLS, "the server's flight is over 128 KiB before the mirror decided", now) }
+        reading.heldForMirrors += bytes.count
+        guard reading.heldForMirrors <= 128 * 1024 else { return refuse(.malformedTLS, "the server's flight is over 128 KiB before the mirror decided", now) }
         return tls13Answer(.pending, hellos, checks, now)
     }
 
@@ -101,10 +101,10 @@ extension StreamCheck {
     /// client's hello (which the relay forwards when this inspection returns).
     func startMirrors(_ hello: ClientHello) -> [MirrorCheck] {
         guard let setup = context.takeMirrors() else { return [] }
-        let flight = Array(firstFlight.prefix(clientReader.bytesConsumed))
-        firstFlight = []
+        let flight = Array(reading.firstFlight.prefix(reading.clientReader.bytesConsumed))
+        reading.firstFlight = []
         return setup.connections.map { connection in
-            let check = MirrorCheck(connection: connection, hello: hello, flight: flight, reader: clientReader, order: .random(),
+            let check = MirrorCheck(connection: connection, hello: hello, flight: flight, reader: reading.clientReader, order: .random(),
                                     loop: setup.loop, timeout: setup.timeout)
             check.onProgress = { [weak self, weak check] progress in if let check { self?.mirrorDecided(check, progress) } }
             check.tunnelLate = { [weak self] detail in self?.tunnelLate(detail) }

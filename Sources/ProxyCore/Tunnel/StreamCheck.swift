@@ -33,18 +33,30 @@ final class StreamCheck {
     var phase: Phase = .awaitingClientHello(fed: 0)
     /// What the check found so far.
     var summary: StreamSummary
-    var clientReader = ClientFlightReader()
-    private var serverReader = ServerFlightReader()
-    /// After the ClientHello: the client's record headers, walked for its first application data.
-    private var clientRecords = RecordHeaderWalk(at: 0)
-    /// With the key-log or mirror check, until the ServerHello: the server bytes held (not yet
-    /// passed on), to find where the plaintext records end whatever the reads' splits.
-    var serverHeld: [UInt8] = []
-    /// With mirror connections, until the ClientHello is complete: the client's bytes, for the
-    /// mirror to copy its record framing (bounded by the reader's limit).
-    var firstFlight: [UInt8] = []
-    /// Server bytes held after a TLS 1.3 ServerHello with no key log, waiting for the mirrors.
-    var heldForMirrors = 0
+    /// What the check reads the flights with, made at the tunnel's first byte: a tunnel that has
+    /// sent nothing yet does not carry its readers.
+    final class Reading {
+        var clientReader = ClientFlightReader()
+        var serverReader = ServerFlightReader()
+        /// After the ClientHello: the client's record headers, walked for its first application data.
+        var clientRecords = RecordHeaderWalk(at: 0)
+        /// With the key-log or mirror check, until the ServerHello: the server bytes held (not yet
+        /// passed on), to find where the plaintext records end whatever the reads' splits.
+        var serverHeld: [UInt8] = []
+        /// With mirror connections, until the ClientHello is complete: the client's bytes, for the
+        /// mirror to copy its record framing (bounded by the reader's limit).
+        var firstFlight: [UInt8] = []
+        /// Server bytes held after a TLS 1.3 ServerHello with no key log, waiting for the mirrors.
+        var heldForMirrors = 0
+    }
+
+    private var madeReading: Reading?
+    var reading: Reading {
+        if let madeReading { return madeReading }
+        let made = Reading()
+        madeReading = made
+        return made
+    }
 
     init(_ context: Context, ledger: ResumptionLedger) {
         self.context = context
@@ -81,10 +93,10 @@ final class StreamCheck {
 
     private func client(_ bytes: UnsafeRawBufferPointer, _ now: Date) -> Inspection {
         guard case .awaitingClientHello(let fedBefore) = phase else { return watchClient(bytes) }
-        if context.mirrors != nil { firstFlight += bytes }
+        if context.mirrors != nil { reading.firstFlight += bytes }
         let hello: ClientHello
         do {
-            guard let complete = try clientReader.feed(bytes) else {
+            guard let complete = try reading.clientReader.feed(bytes) else {
                 phase = .awaitingClientHello(fed: fedBefore + bytes.count)
                 return .hold
             }
@@ -107,7 +119,7 @@ final class StreamCheck {
         var keyLog: KeyLogCheck?
         let offersTLS13 = hello.offeredVersions.contains(0x0304)
         if let source = context.keyLog, offersTLS13 {
-            let check = KeyLogCheck(source: source, hello: hello, reader: clientReader)
+            let check = KeyLogCheck(source: source, hello: hello, reader: reading.clientReader)
             check.onProgress = { [weak self] progress in self?.later(progress) }
             check.onTickets = { [weak self] tickets in self?.record(tickets: tickets) }
             keyLog = check
@@ -117,8 +129,8 @@ final class StreamCheck {
         phase = .awaitingServerHello(hello, TLS13Checks(keyLog: keyLog, mirrors: mirrors))
         // Keep reading record headers: the client's first application data tells us the server
         // proved its key (see `Phase.watchingApplicationData`).
-        clientRecords = RecordHeaderWalk(at: clientReader.bytesConsumed)
-        let after = fedBefore + bytes.count - clientReader.bytesConsumed
+        reading.clientRecords = RecordHeaderWalk(at: reading.clientReader.bytesConsumed)
+        let after = fedBefore + bytes.count - reading.clientReader.bytesConsumed
         return after > 0 ? watchClient(UnsafeRawBufferPointer(rebasing: bytes[(bytes.count - after)...])) : .release
     }
 
@@ -131,12 +143,12 @@ final class StreamCheck {
             return refuse(.malformedTLS, "the client's second ClientHello does not parse: \(error)", .now)
         }
         for mirror in phase.tls13Checks?.mirrors ?? [] { mirror.clientBytes(bytes) }
-        if clientRecords.feed(bytes, until: 23) {  // application_data
+        if reading.clientRecords.feed(bytes, until: 23) {  // application_data
             clientSentApplicationData()
             return .done
         }
         // Bounded: a handshake that has not reached application data within 64 KiB records nothing.
-        return clientRecords.fed > 64 * 1024 ? .done : .release
+        return reading.clientRecords.fed > 64 * 1024 ? .done : .release
     }
 
     /// The client verified the server's Finished: a TLS ≤ 1.2 server that changed cipher holds its
@@ -153,11 +165,11 @@ final class StreamCheck {
 
     private func server(_ bytes: UnsafeRawBufferPointer, _ now: Date) -> Inspection {
         guard context.isPinned else { return .done }
-        if case .awaitingServerHello(_, let checks) = phase, !checks.isEmpty { serverHeld += bytes }
+        if case .awaitingServerHello(_, let checks) = phase, !checks.isEmpty { reading.serverHeld += bytes }
         let answer = readServer(bytes, now)
         // Whatever passed, the ServerHello's records are no longer held; after the ServerHello the
         // key-log check keeps what it needs.
-        if answer != .hold { serverHeld = [] }
+        if answer != .hold { reading.serverHeld = [] }
         return answer
     }
 
@@ -169,7 +181,7 @@ final class StreamCheck {
         }
         let events: [ServerFlightEvent]
         do {
-            events = try serverReader.feed(bytes)
+            events = try reading.serverReader.feed(bytes)
         } catch {
             if case .notTLS = error { return refuse(.notTLS, "the server's first bytes in the tunnel are not TLS", now) }
             return refuse(.malformedTLS, "the server's first flight does not parse: \(error)", now)
