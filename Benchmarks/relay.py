@@ -15,7 +15,7 @@ Run through Benchmarks/relay.sh, which builds release first. Loopback only; ever
               (verify_cache_ttl: 0s, a probe per CONNECT), pinned warm (the cache on), unpinned, Squid,
               tinyproxy, and direct (first byte only).
   idle        1,000 and 9,000 simultaneous idle CONNECT tunnels (plain TCP to a holding upstream):
-              how many got 200, the proxy's RSS while they are held, and its VmHWM (peak RSS) after
+              how many got 200, the proxy's RSS before the first (idle) and while they are held, and its VmHWM (peak RSS) after
               they were opened and after they were closed, each count in a fresh proxy.
 
 Writes JSON and a markdown table to OUTDIR (relay.json, relay.md) and prints the table.
@@ -343,6 +343,7 @@ def idle():
             holder = Holder()
             proc, port = make()
             time.sleep(0.5)
+            idle_rss = status_kib(process_tree(proc.pid), "VmRSS")  # before the first tunnel
             socks, ok = idle_tunnels(port, holder.port, count, "free.pinproxy.test" if name.startswith("pinproxy") else "127.0.0.1")
             time.sleep(1)
             held = vmhwm_kib(process_tree(proc.pid))
@@ -352,7 +353,7 @@ def idle():
             time.sleep(2)
             peak = vmhwm_kib(process_tree(proc.pid))
             after = status_kib(process_tree(proc.pid), "VmRSS")
-            results.setdefault(str(count), {})[name] = {"ok": ok, "rss_held_mib": round(rss / 1024, 1), "vmhwm_open_mib": round(held / 1024, 1),
+            results.setdefault(str(count), {})[name] = {"ok": ok, "rss_idle_mib": round(idle_rss / 1024, 1), "rss_held_mib": round(rss / 1024, 1), "vmhwm_open_mib": round(held / 1024, 1),
                                                         "vmhwm_after_teardown_mib": round(peak / 1024, 1), "rss_after_teardown_mib": round(after / 1024, 1)}
             stop(proc)
             holder.running = False
@@ -404,12 +405,12 @@ def main():
             failed = " (%d failed: %s)" % (r["failures"], r["last_failure"]) if r["failures"] else ""
             lines.append("| %s | %d%s | %s | %s | %s | %s |" % (name, r["tunnels"], failed, fmt(r["connect_ms_p50"]), fmt(r["connect_ms_p99"]),
                                                           fmt(r["first_byte_ms_p50"]), fmt(r["first_byte_ms_p99"])))
-    lines += ["", "| idle tunnels | proxy | got 200 | RSS held (MiB) | VmHWM while open (MiB) | VmHWM through teardown (MiB) | RSS after (MiB) |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", "| idle tunnels | proxy | got 200 | RSS idle (MiB) | RSS held (MiB) | VmHWM while open (MiB) | VmHWM through teardown (MiB) | RSS after (MiB) |",
+              "|---|---|---|---|---|---|---|---|"]
     for count, by in idl.items():
         for name, r in by.items():
-            lines.append("| %s | %s | %d | %s | %s | %s | %s |" % (count, name, r["ok"], r["rss_held_mib"], r["vmhwm_open_mib"],
-                                                             r["vmhwm_after_teardown_mib"], r["rss_after_teardown_mib"]))
+            lines.append("| %s | %s | %d | %s | %s | %s | %s | %s |" % (count, name, r["ok"], r["rss_idle_mib"], r["rss_held_mib"], r["vmhwm_open_mib"],
+                                                                  r["vmhwm_after_teardown_mib"], r["rss_after_teardown_mib"]))
     write_report(OUT, "relay", report, "\n".join(lines))
 
 run(main, work)
