@@ -1,0 +1,207 @@
+import Foundation
+import PinPolicy
+import Testing
+import TestSupport
+
+/// The CT log list as an operator keeps it (issue 19): loaded with the policy and strictly, its
+/// detached signature checked when a key is configured, a stale list enforced as `report` unless
+/// told otherwise, and swapped by a reload.
+@Suite(.serialized) struct CTListTests {
+    let ct: CTFixtures
+    init() throws { ct = try CTFixtures.made() }
+
+    func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, arguments, timeout: 30) }
+
+    func serve(_ leaf: String) throws -> Upstream {
+        try Upstream(chainPath: ct.chain(leaf), keyPath: ct.key(leaf), name: leaf)
+    }
+
+    /// `check` and `run` both refuse the policy; `check` prints the error (as `run` logs it) and exits 1.
+    func refused(_ yaml: String) throws -> (path: String, check: Run, start: Run) {
+        let path = try temporaryFile(yaml)
+        let check = try pinproxy("check", "--config", path)
+        let start = try run(Paths.pinproxy, ["run", "--config", path, "--listen", "127.0.0.1:0"], timeout: 30)
+        return (path, check, start)
+    }
+
+    // MARK: load errors
+
+    @Test func aMissingListIsALoadErrorNamingTheFile() throws {
+        let missing = try temporaryDirectory() + "/log_list.json"
+        let r = try refused(ct.policy(ports: [443], logList: missing))
+        #expect(r.check.status == 1 && r.check.stdout.isEmpty, "\(r.check)")
+        #expect(r.check.stderr.contains(missing) && r.check.stderr.contains("No such file or directory"), "\(r.check.stderr)")
+        #expect(r.check.stderr.hasSuffix("1 error; the policy was not loaded\n"), "\(r.check.stderr)")
+        #expect(r.start.status != 0 && r.start.stderr.contains(missing), "\(r.start)")
+    }
+
+    /// A list that does not parse: the error names the file and the JSON path of what is wrong.
+    @Test func aMalformedListNamesItsJSONPath() throws {
+        let broken = try ct.editedLogListText { $0.replacingOccurrences(of: "\"mmd\": 86400", with: "\"mmd\": \"1d\"") }
+        let r = try refused(ct.policy(ports: [443], logList: broken))
+        #expect(r.check.status == 1, "\(r.check)")
+        #expect(r.check.stderr.contains(broken) && r.check.stderr.contains("operators[0].logs[0].mmd: expected an integer"), "\(r.check.stderr)")
+        #expect(r.start.status != 0 && r.start.stderr.contains("operators[0].logs[0].mmd: expected an integer"), "\(r.start)")
+
+        let notJSON = try ct.editedLogListText { String($0.dropLast(3)) }
+        let cut = try refused(ct.policy(ports: [443], logList: notJSON))
+        #expect(cut.check.status == 1 && cut.check.stderr.contains(notJSON) && cut.check.stderr.contains("not JSON"), "\(cut.check.stderr)")
+    }
+
+    /// `ct: require` (or `report`) anywhere without a list is a load error at its line and column.
+    @Test(arguments: ["defaults", "rule"])
+    func ctWithoutAListIsALoadError(place: String) throws {
+        let rules = place == "rule" ? "rules:\n  - host: no-sct.ct.pinproxy.test\n    ct: report" : "rules: []"
+        let yaml = ct.policy(ports: [443], ct: place == "defaults" ? "require" : "", rules: rules, logList: "")
+        let line = (yaml.split(separator: "\n", omittingEmptySubsequences: false).firstIndex { $0.hasPrefix("  ct:") || $0.hasPrefix("    ct:") } ?? -1) + 1
+        let r = try refused(yaml)
+        #expect(r.check.status == 1, "\(r.check)")
+        #expect(r.check.stderr.hasPrefix("\(r.path):\(line):") && r.check.stderr.contains("ct_log_list"), "line \(line): \(r.check.stderr)")
+        #expect(r.start.status != 0 && r.start.stderr.contains("ct_log_list"), "\(r.start)")
+    }
+
+    @Test func theListIsLoggedAtStart() throws {
+        let proxy = try ProxyProcess(config: ct.policy(ports: [443]))
+        let loaded = try #require(proxy.waitFor("ct_list_loaded"), "\(proxy.log)")
+        #expect(loaded["path"] == ct.logList && loaded["operators"] == "2" && loaded["logs"] == "5", "\(loaded)")
+        #expect(loaded["age_days"] == "0" && loaded["level"] == "info", "\(loaded)")
+        #expect(proxy.events("ct_list_stale").isEmpty)
+    }
+
+    // MARK: the list's signature
+
+    /// A key pair (EC P-256 or RSA 2048) and the list signed with it, `log_list.sig` beside `log_list.json`.
+    func signedList(_ algorithm: String, content: String? = nil) throws -> (list: String, key: String) {
+        let list = try ct.editedLogList { _ in }
+        let directory = (list as NSString).deletingLastPathComponent
+        let generate = algorithm == "ec" ? "-algorithm EC -pkeyopt ec_paramgen_curve:P-256" : "-algorithm RSA -pkeyopt rsa_keygen_bits:2048"
+        let signed = content ?? list
+        let script = """
+            set -e
+            cd '\(directory)'
+            openssl genpkey \(generate) -out signer.key.pem 2>/dev/null
+            openssl pkey -in signer.key.pem -pubout -out signer.pub.pem
+            openssl dgst -sha256 -sign signer.key.pem -out log_list.sig '\(signed)'
+            rm signer.key.pem
+            """
+        let r = try run("/bin/sh", ["-c", script], timeout: 60)
+        guard r.status == 0 else { throw HelperError(message: "signing failed: \(r.stderr)") }
+        return (list, directory + "/signer.pub.pem")
+    }
+
+    @Test(arguments: ["ec", "rsa"])
+    func aGoodSignatureLoads(algorithm: String) throws {
+        let signed = try signedList(algorithm)
+        let proxy = try ProxyProcess(config: ct.policy(ports: [443], proxy: "  ct_log_list_key: \(signed.key)", logList: signed.list))
+        #expect(proxy.waitFor("ct_list_loaded")?["path"] == signed.list, "\(proxy.log)")
+        let check = try pinproxy("check", "--config", proxy.configPath)
+        #expect(check.status == 0, "\(check)")
+    }
+
+    /// A signature over other bytes, by another key, or none at all: the list is not used.
+    @Test(arguments: ["other-bytes", "other-key", "missing"])
+    func aBadSignatureIsALoadError(kind: String) throws {
+        let signed: (list: String, key: String)
+        switch kind {
+        case "other-bytes":
+            let other = try temporaryFile("{}\n", name: "other.json")
+            signed = try signedList("ec", content: other)
+        case "other-key":
+            let first = try signedList("ec")
+            let second = try signedList("ec")
+            signed = (first.list, second.key)
+        default:
+            let made = try signedList("ec")
+            try FileManager.default.removeItem(atPath: (made.list as NSString).deletingPathExtension + ".sig")
+            signed = made
+        }
+        let sig = (signed.list as NSString).deletingPathExtension + ".sig"
+        let r = try refused(ct.policy(ports: [443], proxy: "  ct_log_list_key: \(signed.key)", logList: signed.list))
+        #expect(r.check.status == 1 && r.check.stderr.contains(sig), "\(r.check.stderr)")
+        #expect(r.check.stderr.hasSuffix("the policy was not loaded\n"), "\(r.check.stderr)")
+        #expect(r.start.status != 0 && r.start.stderr.contains(sig), "\(r.start)")
+    }
+
+    // MARK: a stale list
+
+    /// A list whose timestamp is 100 days old (`ct_list_max_age` is 70 days by default).
+    func staleList() throws -> String {
+        try ct.editedLogList { $0["log_list_timestamp"] = RFC3339.format(Date().addingTimeInterval(-100 * 86400)) }
+    }
+
+    /// By default a stale list enforces `require` as `report`, and says so: the warning at load, and
+    /// each would-be refusal tunnels as `bypass=ct_stale_list`.
+    @Test func aStaleListIsEnforcedAsReport() throws {
+        let list = try staleList()
+        let server = try serve("no-sct")
+        let proxy = try ProxyProcess(config: ct.policy(ports: [server.port], logList: list))
+        let stale = try #require(proxy.waitFor("ct_list_stale"), "\(proxy.log)")
+        #expect(stale["level"] == "warning" && stale["path"] == list && stale["age_days"] == "100", "\(stale)")
+        #expect(stale["max_age_days"] == "70" && stale["enforced_as"] == "report", "\(stale)")
+
+        let result = try curl(proxy: proxy.port, host: ct.host("no-sct"), port: server.port, cacert: ct.roots)
+        #expect(result.body == "hello from no-sct\n", "\(result)")
+        let bypassed = try #require(proxy.waitFor("tunnel_bypassed"), "\(proxy.log)")
+        #expect(bypassed["bypass"] == "ct_stale_list" && bypassed["would_refuse"] == "true" && bypassed["reason"] == "ct_not_compliant", "\(bypassed)")
+        #expect(bypassed["ct"] == "report", "\(bypassed)")
+        let check = try pinproxy("check", "--config", proxy.configPath)
+        #expect(check.status == 0 && check.stdout.contains(": warning[") && check.stdout.contains("100 days"), "\(check)")
+    }
+
+    /// `ct_stale_list: refuse` keeps `require`; a longer `ct_list_max_age` (days) makes the list current.
+    @Test(arguments: ["  ct_stale_list: refuse", "  ct_list_max_age: 120d"])
+    func aStaleListCanStillRefuse(setting: String) throws {
+        let list = try staleList()
+        let server = try serve("no-sct")
+        let proxy = try ProxyProcess(config: ct.policy(ports: [server.port], proxy: setting, logList: list))
+        if setting.contains("refuse") {
+            let stale = try #require(proxy.waitFor("ct_list_stale"), "\(proxy.log)")
+            #expect(stale["enforced_as"] == "require", "\(stale)")
+        } else {
+            #expect(proxy.waitFor("ct_list_loaded")?["age_days"] == "100")
+            #expect(proxy.events("ct_list_stale").isEmpty, "\(proxy.log)")
+        }
+        let raw = try connectResponse(proxy: proxy.port, target: "\(ct.host("no-sct")):\(server.port)")
+        #expect(statusLine(raw) == "HTTP/1.1 502 Certificate Transparency Not Compliant", "\(raw)")
+        #expect(proxy.waitFor("tunnel_refused")?["reason"] == "ct_not_compliant")
+    }
+
+    // MARK: reload
+
+    /// A reload reads the list again: with operator B's b1 gone from it, two-operators' second SCT
+    /// is from a log in no list, and the next CONNECT is refused. A list that no longer loads keeps
+    /// the old policy (and list) in force.
+    @Test func aReloadSwapsTheList() throws {
+        let list = try ct.editedLogList { _ in }
+        let server = try serve("two-operators")
+        let proxy = try ProxyProcess(config: ct.policy(ports: [server.port], logList: list))
+        #expect(proxy.waitFor("ct_list_loaded")?["logs"] == "5")
+        #expect(try curl(proxy: proxy.port, host: ct.host("two-operators"), port: server.port, cacert: ct.roots).body == "hello from two-operators\n")
+
+        // Without b1: written beside and renamed over, as `ct-list --install` does.
+        let b1 = CTExpectations.description("b1")
+        let without = try ct.editedLogList { list in
+            var operators = list["operators"] as? [[String: Any]] ?? []
+            operators[1]["logs"] = (operators[1]["logs"] as? [[String: Any]] ?? []).filter { ($0["description"] as? String) != b1 }
+            list["operators"] = operators
+        }
+        #expect(rename(without, list) == 0)
+        proxy.signal(SIGHUP)
+        #expect(proxy.waitFor("policy_reloaded") != nil, "\(proxy.log)")
+        #expect(proxy.events("ct_list_loaded", count: 2).last?["logs"] == "4", "\(proxy.log)")
+        let raw = try connectResponse(proxy: proxy.port, target: "\(ct.host("two-operators")):\(server.port)")
+        #expect(statusLine(raw) == "HTTP/1.1 502 Certificate Transparency Not Compliant", "\(raw)")
+        let refused = try #require(proxy.waitFor("tunnel_refused"))
+        #expect(refused["reason"] == "ct_not_compliant", "\(refused)")
+        let b1ID = try ct.logID("b1")
+        #expect(refused["detail"] == "1 valid embedded SCT from 1 operator; 2 SCTs needed for a certificate valid 90 days and 2 operators needed"
+                + " (ignored: SCT from \(b1ID): its log is in no log list)", "\(refused)")
+
+        // A broken list on the next reload: refused, the list above stays.
+        try "{".write(toFile: list, atomically: true, encoding: .utf8)
+        proxy.signal(SIGHUP)
+        let failed = try #require(proxy.waitFor("policy_reload_failed"), "\(proxy.log)")
+        #expect(failed["detail"]?.contains(list) == true || failed["error"]?.contains(list) == true || proxy.log.contains("\(list): not JSON"), "\(failed)")
+        #expect(proxy.events("ct_list_loaded").count == 2)
+    }
+}
