@@ -204,4 +204,39 @@ import TestSupport
         #expect(failed["detail"]?.contains(list) == true || failed["error"]?.contains(list) == true || proxy.log.contains("\(list): not JSON"), "\(failed)")
         #expect(proxy.events("ct_list_loaded").count == 2)
     }
+
+    // MARK: the command line
+
+    /// `check --explain` names the CT rule that applies to a host, and where it comes from.
+    @Test func explainShowsTheCTRule() throws {
+        let yaml = ct.policy(ports: [443], rules: "rules:\n  - host: no-sct.ct.pinproxy.test\n    ct: off")
+        let line = (yaml.split(separator: "\n", omittingEmptySubsequences: false).firstIndex { $0.hasPrefix("  - host: no-sct") } ?? -1) + 1
+        let path = try temporaryFile(yaml)
+        let r = try pinproxy("check", "--config", path, "--explain", "no-sct.ct.pinproxy.test:443", "--explain", "two-operators.ct.pinproxy.test:443")
+        #expect(r.status == 0, "\(r)")
+        #expect(r.stdout.contains("ct: off (rule at line \(line))") && r.stdout.contains("ct: require (defaults)"), "\(r.stdout)")
+    }
+
+    /// `ct-list` checks a list (and its signature) and prints its age, operators and logs; with
+    /// `--install` it puts the list and its signature where the config points, and a bad signature
+    /// installs nothing.
+    @Test func ctListChecksAndInstalls() throws {
+        let signed = try signedList("ec")
+        let sig = (signed.list as NSString).deletingPathExtension + ".sig"
+        let shown = try pinproxy("ct-list", signed.list, "--signature", sig, "--key", signed.key)
+        #expect(shown.status == 0, "\(shown)")
+        #expect(shown.stdout.contains("Test Operator A") && shown.stdout.contains("Test Operator B") && shown.stdout.contains("Test Operator B 'b2' log"), "\(shown.stdout)")
+
+        let target = try temporaryDirectory() + "/log_list.json"
+        let config = try temporaryFile(ct.policy(ports: [443], proxy: "  ct_log_list_key: \(signed.key)", logList: target))
+        let other = try signedList("ec")
+        let refused = try pinproxy("ct-list", signed.list, "--signature", sig, "--key", other.key, "--install", "--config", config)
+        #expect(refused.status != 0 && !FileManager.default.fileExists(atPath: target), "\(refused)")
+
+        let installed = try pinproxy("ct-list", signed.list, "--signature", sig, "--key", signed.key, "--install", "--config", config)
+        #expect(installed.status == 0, "\(installed)")
+        #expect(FileManager.default.contents(atPath: target) == FileManager.default.contents(atPath: signed.list))
+        #expect(FileManager.default.contents(atPath: (target as NSString).deletingPathExtension + ".sig") == FileManager.default.contents(atPath: sig))
+        #expect(try pinproxy("check", "--config", config).status == 0)
+    }
 }
