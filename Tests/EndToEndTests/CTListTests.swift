@@ -194,7 +194,7 @@ import TestSupport
         let refused = try #require(proxy.waitFor("tunnel_refused"))
         #expect(refused["reason"] == "ct_not_compliant", "\(refused)")
         let b1ID = try ct.logID("b1")
-        #expect(refused["detail"] == "1 valid embedded SCT from 1 operator; 2 SCTs needed for a certificate valid 90 days and 2 operators needed"
+        #expect(refused["ct_detail"] == "1 valid embedded SCT from 1 operator; 2 SCTs needed for a certificate valid 90 days and 2 operators needed"
                 + " (ignored: SCT from \(b1ID): its log is in no log list)", "\(refused)")
 
         // A broken list on the next reload: refused, the list above stays.

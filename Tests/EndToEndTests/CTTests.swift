@@ -45,6 +45,19 @@ import TestSupport
         #expect(proxy.events("tunnel_refused").isEmpty)
     }
 
+    /// A server that sends only its leaf (its issuer is the root, which servers leave out): the chain
+    /// verifies with the root from the trust store, and the embedded SCTs verify with that root's
+    /// key as their issuer, as a browser judges them on the chain it built.
+    @Test(arguments: ["1.2", "1.3"])
+    func aLeafSentAloneIsJudgedWithTheIssuerTheChainWasVerifiedWith(tls: String) throws {
+        let server = try Upstream(chainPath: ct.certificate("two-operators"), keyPath: ct.key("two-operators"), name: "two-operators", tls: tls)
+        let proxy = try ProxyProcess(config: ct.policy(ports: [server.port]))
+        let result = try get(proxy, "two-operators", port: server.port)
+        #expect(result.exitCode == 0 && result.body == "hello from two-operators\n", "\(result.stderr) \(proxy.log)")
+        let line = try #require(proxy.waitFor("tunnel_unpinned"), "\(proxy.log)")
+        try #expect(line["ct"] == "compliant" && line["ct_scts"] == (try scts(["a1", "b1"], "embedded")), "\(line)")
+    }
+
     // MARK: refused chains
 
     /// Each chain that falls short of Chrome's policy is refused at the CONNECT with the shortfall in words.
@@ -58,7 +71,8 @@ import TestSupport
         #expect(header("Proxy-Status", in: raw) == "pinproxy; error=tls_certificate_error; details=\"ct_not_compliant\"")
         let line = try #require(proxy.waitFor("tunnel_refused"), "\(proxy.log)")
         #expect(line["reason"] == "ct_not_compliant" && line["ct"] == "not_compliant" && line["status"] == "502", "\(line)")
-        try #expect(line["detail"] == (try expected.detail(leaf)), "\(line)")
+        try #expect(line["detail"] == (try expected.refusalDetail(leaf)), "\(line)")
+        try #expect(line["ct_detail"] == (try expected.detail(leaf)), "\(line)")
         #expect(line["hint"]?.isEmpty == false, "\(line)")
         try #expect(line["ct_scts"] ?? "" == (try scts(expected.counted(leaf), "embedded")), "\(line)")
 
@@ -90,7 +104,7 @@ import TestSupport
         let bypassed = try #require(proxy.waitFor("tunnel_bypassed"), "\(proxy.log)")
         #expect(bypassed["host"] == "intercepted.ct.pinproxy.test" && bypassed["ct"] == "report" && bypassed["bypass"] == "ct_report", "\(bypassed)")
         #expect(bypassed["would_refuse"] == "true" && bypassed["reason"] == "ct_not_compliant", "\(bypassed)")
-        try #expect(bypassed["detail"] == (try CTExpectations(ct).detail("intercepted")), "\(bypassed)")
+        try #expect(bypassed["ct_detail"] == (try CTExpectations(ct).detail("intercepted")), "\(bypassed)")
         #expect(proxy.events("tunnel_refused").isEmpty)
     }
 
@@ -145,7 +159,7 @@ import TestSupport
     @Test(arguments: ["1.2", "1.3"])
     func sctsByTLSExtensionOnTheProbe(tls: String) throws {
         let info = tls == "1.2" ? ct.serverinfo : ct.serverinfoV2
-        let server = try OpenSSLWebServer(chain: ct.chain("no-sct"), key: ct.key("no-sct"), ["-tls\(tls == "1.2" ? "1_2" : "1_3")", "-serverinfo", info])
+        let server = try OpenSSLWebServer(certificate: ct.certificate("no-sct"), issuer: ct.path("ct-root.pem"), key: ct.key("no-sct"), ["-tls\(tls == "1.2" ? "1_2" : "1_3")", "-serverinfo", info])
         let proxy = try ProxyProcess(config: ct.policy(ports: [server.port], rules: Self.sServerRule))
         let result = try get(proxy, "no-sct", port: server.port)
         #expect(result.connectStatus == 200 && result.status == 200, "\(result) \(proxy.log)")
@@ -156,7 +170,7 @@ import TestSupport
     /// The probe asks for OCSP stapling: SCTs in the stapled response (a2 and b1) count.
     @Test(arguments: ["1.2", "1.3"])
     func stapledOCSPSCTs(tls: String) throws {
-        let server = try OpenSSLWebServer(chain: ct.chain("no-sct"), key: ct.key("no-sct"),
+        let server = try OpenSSLWebServer(certificate: ct.certificate("no-sct"), issuer: ct.path("ct-root.pem"), key: ct.key("no-sct"),
                                           ["-tls\(tls == "1.2" ? "1_2" : "1_3")", "-status_file", ct.ocspResponse])
         let proxy = try ProxyProcess(config: ct.policy(ports: [server.port], rules: Self.sServerRule))
         let result = try get(proxy, "no-sct", port: server.port)
@@ -167,7 +181,7 @@ import TestSupport
 
     /// Without either, the same server is refused: the SCTs above are what made it compliant.
     @Test func theSameServerWithoutSCTsIsRefused() throws {
-        let server = try OpenSSLWebServer(chain: ct.chain("no-sct"), key: ct.key("no-sct"), [])
+        let server = try OpenSSLWebServer(certificate: ct.certificate("no-sct"), issuer: ct.path("ct-root.pem"), key: ct.key("no-sct"), [])
         let proxy = try ProxyProcess(config: ct.policy(ports: [server.port], rules: Self.sServerRule))
         let raw = try connectResponse(proxy: proxy.port, target: "no-sct.ct.pinproxy.test:\(server.port)")
         #expect(statusLine(raw) == "HTTP/1.1 502 Certificate Transparency Not Compliant", "\(raw)")
@@ -189,7 +203,9 @@ import TestSupport
         #expect(proxy.waitFor("tunnel_unpinned")?["ct"] == "compliant")
         let refused = try #require(proxy.waitFor("tunnel_refused"), "\(proxy.log)")
         #expect(refused["stage"] == "stream" && refused["reason"] == "ct_not_compliant" && refused["tls"] == "TLSv1.2", "\(refused)")
-        try #expect(refused["detail"] == (try CTExpectations(ct).detail("two-operators-unlogged")), "\(refused)")
+        #expect(refused["detail"] == "the chain the server sent in the tunnel fails the rule: ct_not_compliant", "\(refused)")
+        try #expect(refused["ct_detail"] == (try CTExpectations(ct).detail("two-operators-unlogged")), "\(refused)")
+        #expect(refused["ct"] == "not_compliant" && refused["ct_scts"] == nil, "\(refused)")
         #expect(refused["bytes_down"] == "0", "\(refused)")
     }
 
@@ -208,7 +224,10 @@ import TestSupport
         let refused = try #require(proxy.waitFor("tunnel_refused"), "\(proxy.log)")
         #expect(refused["stage"] == (keyLog ? "stream" : "mirror") && refused["reason"] == "ct_not_compliant", "\(refused)")
         #expect(refused["tls"] == "TLSv1.3", "\(refused)")
-        try #expect(refused["detail"] == (try CTExpectations(ct).detail("two-operators-unlogged")), "\(refused)")
+        let shown = keyLog ? "in the tunnel" : "on the mirror check"
+        #expect(refused["detail"] == "the chain the server sent \(shown) fails the rule: ct_not_compliant", "\(refused)")
+        try #expect(refused["ct_detail"] == (try CTExpectations(ct).detail("two-operators-unlogged")), "\(refused)")
+        #expect(refused["ct"] == "not_compliant" && refused["ct_scts"] == nil, "\(refused)")
     }
 }
 
@@ -245,7 +264,12 @@ struct CTExpectations {
         }
     }
 
-    /// The refusal's `detail`: CTShortfall's words for this leaf.
+    /// A refusal's `detail`: the host and the policy, then the shortfall.
+    func refusalDetail(_ leaf: String) throws -> String {
+        "the certificate of \(ct.host(leaf)) does not meet Chrome's Certificate Transparency policy: " + (try detail(leaf))
+    }
+
+    /// `ct_detail`: the shortfall in words for this leaf.
     func detail(_ leaf: String) throws -> String {
         let none = "0 valid embedded SCTs from 0 operators; 2 SCTs needed for a certificate valid 90 days and 2 operators needed"
         let one = "1 valid embedded SCT from 1 operator; 2 SCTs needed for a certificate valid 90 days and 2 operators needed"

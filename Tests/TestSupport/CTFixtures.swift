@@ -132,9 +132,11 @@ public final class OpenSSLWebServer: @unchecked Sendable {
     public private(set) var port: UInt16 = 0
     private let output = Pipe()
 
-    public init(chain: String, key: String, _ arguments: [String]) throws {
+    /// Serves `certificate` and `issuer` (s_server's `-cert` sends only the file's first certificate:
+    /// the rest of a chain goes in `-cert_chain`).
+    public init(certificate: String, issuer: String, key: String, _ arguments: [String]) throws {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = ["s_server", "-accept", "127.0.0.1:0", "-www", "-cert", chain, "-key", key] + arguments
+        process.arguments = ["s_server", "-accept", "127.0.0.1:0", "-www", "-cert", certificate, "-cert_chain", issuer, "-key", key] + arguments
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
