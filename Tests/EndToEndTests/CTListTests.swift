@@ -17,11 +17,24 @@ import TestSupport
     }
 
     /// `check` and `run` both refuse the policy; `check` prints the error (as `run` logs it) and exits 1.
-    func refused(_ yaml: String) throws -> (path: String, check: Run, start: Run) {
+    /// `failure`: run's last line (its `policy_load_failed`).
+    func refused(_ yaml: String) throws -> (path: String, check: Run, start: Run, failure: [String: String]) {
         let path = try temporaryFile(yaml)
         let check = try pinproxy("check", "--config", path)
         let start = try run(Paths.pinproxy, ["run", "--config", path, "--listen", "127.0.0.1:0"], timeout: 30)
-        return (path, check, start)
+        return (path, check, start, parseLogLine(String(start.stderr.split(separator: "\n").last ?? "")))
+    }
+
+    /// The line of `proxy.ct_log_list` in a policy: where a list's load error points.
+    func listLine(_ yaml: String) -> String {
+        String((yaml.split(separator: "\n", omittingEmptySubsequences: false).firstIndex { $0.hasPrefix("  ct_log_list:") } ?? -1) + 1)
+    }
+
+    func expectStartFailed(_ r: (path: String, check: Run, start: Run, failure: [String: String]), detail: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let yaml = try String(contentsOfFile: r.path, encoding: .utf8)
+        #expect(r.start.status == 1, "\(r.start)", sourceLocation: sourceLocation)
+        #expect(r.failure["event"] == "policy_load_failed" && r.failure["line"] == listLine(yaml), "\(r.failure)", sourceLocation: sourceLocation)
+        #expect(r.failure["detail"] == detail, "\(r.failure)", sourceLocation: sourceLocation)
     }
 
     // MARK: load errors
@@ -32,7 +45,8 @@ import TestSupport
         #expect(r.check.status == 1 && r.check.stdout.isEmpty, "\(r.check)")
         #expect(r.check.stderr.contains(missing) && r.check.stderr.contains("No such file or directory"), "\(r.check.stderr)")
         #expect(r.check.stderr.hasSuffix("1 error; the policy was not loaded\n"), "\(r.check.stderr)")
-        #expect(r.start.status != 0 && r.start.stderr.contains(missing), "\(r.start)")
+        try expectStartFailed(r, detail: "cannot read the CT log list \(missing): cannot read \(missing): No such file or directory (errno 2); "
+                                  + "fetch it with the pinproxy-ct-list timer or pinproxy ct-list --install")
     }
 
     /// A list that does not parse: the error names the file and the JSON path of what is wrong.
@@ -41,11 +55,12 @@ import TestSupport
         let r = try refused(ct.policy(ports: [443], logList: broken))
         #expect(r.check.status == 1, "\(r.check)")
         #expect(r.check.stderr.contains(broken) && r.check.stderr.contains("operators[0].logs[0].mmd: expected an integer"), "\(r.check.stderr)")
-        #expect(r.start.status != 0 && r.start.stderr.contains("operators[0].logs[0].mmd: expected an integer"), "\(r.start)")
+        try expectStartFailed(r, detail: "the CT log list \(broken) does not load: operators[0].logs[0].mmd: expected an integer")
 
         let notJSON = try ct.editedLogListText { String($0.dropLast(3)) }
         let cut = try refused(ct.policy(ports: [443], logList: notJSON))
         #expect(cut.check.status == 1 && cut.check.stderr.contains(notJSON) && cut.check.stderr.contains("not JSON"), "\(cut.check.stderr)")
+        try expectStartFailed(cut, detail: "the CT log list \(notJSON) does not load: not JSON: Unexpected end of file during JSON parse.")
     }
 
     /// `ct: require` (or `report`) anywhere without a list is a load error at its line and column.
@@ -119,7 +134,10 @@ import TestSupport
         let r = try refused(ct.policy(ports: [443], proxy: "  ct_log_list_key: \(signed.key)", logList: signed.list))
         #expect(r.check.status == 1 && r.check.stderr.contains(sig), "\(r.check.stderr)")
         #expect(r.check.stderr.hasSuffix("the policy was not loaded\n"), "\(r.check.stderr)")
-        #expect(r.start.status != 0 && r.start.stderr.contains(sig), "\(r.start)")
+        try expectStartFailed(r, detail: kind == "missing"
+            ? "cannot check the CT log list \(signed.list): cannot read \(sig): No such file or directory (errno 2)"
+            : "the CT log list \(signed.list) is not signed by proxy.ct_log_list_key \(signed.key) (signature \(sig)): "
+                + "the signature does not verify with the key: the list was changed, or signed by someone else")
     }
 
     // MARK: a stale list
