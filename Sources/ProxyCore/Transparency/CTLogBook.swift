@@ -4,13 +4,13 @@ import TLSInspection
 
 /// The SCTs a server delivered beside its certificate in one handshake: the TLS extension's list
 /// and a stapled OCSP response, unread. Embedded SCTs travel in the leaf itself.
-struct DeliveredSCTs: Equatable, Sendable {
+public struct DeliveredSCTs: Equatable, Sendable {
     /// The `signed_certificate_timestamp` extension's SignedCertificateTimestampList.
     var tlsExtension: [UInt8]? = nil
     /// The stapled DER OCSPResponse.
     var ocspResponse: [UInt8]? = nil
 
-    static let none = DeliveredSCTs()
+    public static let none = DeliveredSCTs()
 
     init(tlsExtension: [UInt8]? = nil, ocspResponse: [UInt8]? = nil) {
         self.tlsExtension = tlsExtension
