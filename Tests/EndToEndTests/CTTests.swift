@@ -190,6 +190,22 @@ import TestSupport
         #expect(proxy.events("tunnel_bypassed").isEmpty, "\(proxy.log)")
     }
 
+    /// An exemption is scoped to the CONNECT's host: a tunnel to a `ct: off` host whose ClientHello
+    /// names a host that CT covers (here reaching an unlogged chain for that name) is closed at the
+    /// ClientHello, before a byte reaches the server, as for a pinned name.
+    @Test(arguments: ["1.2", "1.3"])
+    func anExemptHostNeverLendsItsExemptionToAnotherSNI(tls: String) throws {
+        let unlogged = try serve("two-operators-unlogged", tls: tls)
+        let rules = "rules:\n  - host: no-sct.ct.pinproxy.test\n    ct: off"
+        let proxy = try ProxyProcess(config: ct.policy(ports: [unlogged.port], rules: rules))
+        let out = try run("/usr/bin/env", ["python3", "\(Paths.scripts)/clients.py", "sni", String(proxy.port), "no-sct.ct.pinproxy.test:\(unlogged.port)",
+                                           "two-operators.ct.pinproxy.test", ct.roots]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(out == "CLOSED" || out.hasPrefix("ERROR"), "the unlogged chain was reached: \(out)")
+        #expect(!out.contains("hello"))
+        let line = try #require(proxy.waitFor("tunnel_refused"), "\(proxy.log)")
+        #expect(line.refusal == .stream(.sniMismatch) && line["host"] == "no-sct.ct.pinproxy.test" && line["bytes_up"] == "0", "\(line)")
+    }
+
     // MARK: SCTs by TLS extension and OCSP (openssl s_server: one connection at a time, so mirror_checks: 0)
 
     static let sServerRule = "rules:\n  - host: no-sct.ct.pinproxy.test\n    ct: require\n    mirror_checks: 0"
@@ -247,6 +263,21 @@ import TestSupport
         try #expect(refused["ct_detail"] == (try CTExpectations(ct).detail("two-operators-unlogged")), "\(refused)")
         #expect(refused["ct"] == "not_compliant" && refused["ct_scts"] == nil, "\(refused)")
         #expect(refused["bytes_down"] == "0", "\(refused)")
+    }
+
+    /// Under `ct: report` the stream's finding is a warning, and the tunnel stands (as report mode
+    /// does for pins).
+    @Test func underReportTheSelectiveServerIsAWarning() throws {
+        let logged = try serve("two-operators", tls: "1.2")
+        let unlogged = try serve("two-operators-unlogged", tls: "1.2")
+        let selective = try Replayer(genuine: logged.port, abort: "none", then: unlogged.port)
+        let rules = "rules:\n  - host: two-operators.ct.pinproxy.test\n    ct: report"
+        let proxy = try ProxyProcess(config: ct.policy(ports: [selective.port], rules: rules))
+        #expect(try get(proxy, "two-operators", port: selective.port).body == "hello from two-operators-unlogged\n")
+        let warning = try #require(proxy.waitFor("tunnel_warning") { $0["stage"] == "stream" }, "\(proxy.log)")
+        #expect(warning["reason"] == "ct_not_compliant" && warning["would_refuse"] == "true" && warning["bypass"] == "ct_report", "\(warning)")
+        try #expect(warning["ct_detail"] == (try CTExpectations(ct).detail("two-operators-unlogged")), "\(warning)")
+        #expect(proxy.events("tunnel_refused").isEmpty, "\(proxy.log)")
     }
 
     /// TLS 1.3: the chain is read with the client's key log (curl's SSLKEYLOGFILE), or by the mirror
