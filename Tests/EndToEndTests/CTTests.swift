@@ -206,6 +206,34 @@ import TestSupport
         #expect(line.refusal == .stream(.sniMismatch) && line["host"] == "no-sct.ct.pinproxy.test" && line["bytes_up"] == "0", "\(line)")
     }
 
+    /// A verdict cached while a pinned host was exempt does not carry over when a reload requires CT:
+    /// the unlogged chain is refused, and the chain whose SCTs came by TLS extension stays compliant
+    /// (what the server delivered is judged again, not forgotten with the exemption).
+    @Test func aReloadThatRequiresCTJudgesCachedChainsAgain() throws {
+        let unlogged = try serve("no-sct")
+        let byExtension = try OpenSSLWebServer(certificate: ct.certificate("no-sct"), issuer: ct.path("ct-root.pem"), key: ct.key("no-sct"),
+                                               ["-tls1_2", "-serverinfo", ct.serverinfo])
+        let pin = try ct.pin("no-sct")
+        func rules(_ mode: String) -> String {
+            "rules:\n  - host: no-sct.ct.pinproxy.test\n    pins: [\"\(pin)\"]\n    mirror_checks: 0\n    ct: \(mode)"
+        }
+        let ports = [unlogged.port, byExtension.port]
+        let proxy = try ProxyProcess(config: ct.policy(ports: ports, rules: rules("off")))
+        #expect(try get(proxy, "no-sct", port: unlogged.port).body == "hello from no-sct\n")
+        #expect(try get(proxy, "no-sct", port: byExtension.port).status == 200)
+        #expect(proxy.events("tunnel_allowed", count: 2).allSatisfy { $0["ct"] == "exempt" }, "\(proxy.log)")
+
+        try ct.policy(ports: ports, rules: rules("require")).write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
+        proxy.signal(SIGHUP)
+        #expect(proxy.waitFor("policy_reloaded") != nil, "\(proxy.log)")
+        let raw = try connectResponse(proxy: proxy.port, target: "no-sct.ct.pinproxy.test:\(unlogged.port)")
+        #expect(statusLine(raw) == "HTTP/1.1 502 Certificate Transparency Not Compliant", "\(raw)")
+        #expect(proxy.waitFor("tunnel_refused")?["reason"] == "ct_not_compliant", "\(proxy.log)")
+        #expect(try get(proxy, "no-sct", port: byExtension.port).status == 200, "\(proxy.log)")
+        let allowed = proxy.events("tunnel_allowed", count: 3)
+        try #expect(allowed.count == 3 && allowed.last?["ct"] == "compliant" && allowed.last?["ct_scts"] == (try scts(["a1", "b1"], "tls_extension")), "\(proxy.log)")
+    }
+
     // MARK: SCTs by TLS extension and OCSP (openssl s_server: one connection at a time, so mirror_checks: 0)
 
     static let sServerRule = "rules:\n  - host: no-sct.ct.pinproxy.test\n    ct: require\n    mirror_checks: 0"
