@@ -291,6 +291,9 @@ import TestSupport
         try #expect(refused["ct_detail"] == (try CTExpectations(ct).detail("two-operators-unlogged")), "\(refused)")
         #expect(refused["ct"] == "not_compliant" && refused["ct_scts"] == nil, "\(refused)")
         #expect(refused["bytes_down"] == "0", "\(refused)")
+        // The probe's chain passed and the tunnel's did not: what only an interceptor shows.
+        let caught = try #require(proxy.waitFor("interception_suspected"), "\(proxy.log)")
+        try #expect(caught["stage"] == "stream" && caught["chain.0.spki"] == (try ct.pin("two-operators-unlogged")), "\(caught)")
     }
 
     /// Under `ct: report` the stream's finding is a warning, and the tunnel stands (as report mode
@@ -327,6 +330,11 @@ import TestSupport
         #expect(refused["detail"] == "the chain the server sent \(shown) fails the rule: ct_not_compliant", "\(refused)")
         try #expect(refused["ct_detail"] == (try CTExpectations(ct).detail("two-operators-unlogged")), "\(refused)")
         #expect(refused["ct"] == "not_compliant" && refused["ct_scts"] == nil, "\(refused)")
+        let caught = try #require(proxy.waitFor("interception_suspected"), "\(proxy.log)")
+        // With a key log the mirror runs beside the tunnel and sees the same chain: either may be first.
+        #expect(caught["stage"] == refused["stage"] || (keyLog && caught["stage"] == "mirror"), "\(caught)")
+        try #expect(caught["chain.0.spki"] == (try ct.pin("two-operators-unlogged")), "\(caught)")
+        #expect(caught["quarantined_until"] != nil, "\(caught)")
     }
 }
 
