@@ -79,7 +79,7 @@ import TestSupport
         let proxy = try ProxyProcess(config: ct.policy(ports: [443]))
         let loaded = try #require(proxy.waitFor("ct_list_loaded"), "\(proxy.log)")
         #expect(loaded["path"] == ct.logList && loaded["operators"] == "2" && loaded["logs"] == "5", "\(loaded)")
-        #expect(loaded["age_days"] == "0" && loaded["level"] == "info", "\(loaded)")
+        #expect(loaded["age_days"] == "0" && loaded["level"] == "info" && loaded["signature"] == "unchecked", "\(loaded)")
         #expect(proxy.events("ct_list_stale").isEmpty)
     }
 
@@ -108,7 +108,8 @@ import TestSupport
     func aGoodSignatureLoads(algorithm: String) throws {
         let signed = try signedList(algorithm)
         let proxy = try ProxyProcess(config: ct.policy(ports: [443], proxy: "  ct_log_list_key: \(signed.key)", logList: signed.list))
-        #expect(proxy.waitFor("ct_list_loaded")?["path"] == signed.list, "\(proxy.log)")
+        let loaded = try #require(proxy.waitFor("ct_list_loaded"), "\(proxy.log)")
+        #expect(loaded["path"] == signed.list && loaded["signature"] == "verified", "\(loaded)")
         let check = try pinproxy("check", "--config", proxy.configPath)
         #expect(check.status == 0, "\(check)")
     }
@@ -221,6 +222,32 @@ import TestSupport
         let failed = try #require(proxy.waitFor("policy_reload_failed"), "\(proxy.log)")
         #expect(failed["detail"]?.contains(list) == true || failed["error"]?.contains(list) == true || proxy.log.contains("\(list): not JSON"), "\(failed)")
         #expect(proxy.events("ct_list_loaded").count == 2)
+    }
+
+    /// A list changed on disk without a new signature is refused at the reload, and the list in
+    /// force stays: the host it made compliant still tunnels.
+    @Test func aListTamperedWithOnDiskIsRefusedAtTheReload() throws {
+        let signed = try signedList("ec")
+        let server = try serve("two-operators")
+        let proxy = try ProxyProcess(config: ct.policy(ports: [server.port], proxy: "  ct_log_list_key: \(signed.key)", logList: signed.list))
+        #expect(proxy.waitFor("ct_list_loaded")?["signature"] == "verified", "\(proxy.log)")
+        let b1 = CTExpectations.description("b1")
+        let tampered = try ct.editedLogList { list in
+            var operators = list["operators"] as? [[String: Any]] ?? []
+            operators[1]["logs"] = (operators[1]["logs"] as? [[String: Any]] ?? []).filter { ($0["description"] as? String) != b1 }
+            list["operators"] = operators
+        }
+        #expect(rename(tampered, signed.list) == 0)
+        proxy.signal(SIGHUP)
+        let failed = try #require(proxy.waitFor("policy_reload_failed"), "\(proxy.log)")
+        let sig = (signed.list as NSString).deletingPathExtension + ".sig"
+        let yaml = try String(contentsOfFile: proxy.configPath, encoding: .utf8)
+        #expect(failed["detail"]?.hasPrefix("\(proxy.configPath):\(listLine(yaml)):") == true, "\(failed)")
+        #expect(failed["detail"]?.hasSuffix(": the CT log list \(signed.list) is not signed by proxy.ct_log_list_key \(signed.key) (signature \(sig)): "
+                + "the signature does not verify with the key: the list was changed, or signed by someone else") == true, "\(failed)")
+        #expect(proxy.events("ct_list_loaded").count == 1)
+        #expect(try curl(proxy: proxy.port, host: ct.host("two-operators"), port: server.port, cacert: ct.roots).body == "hello from two-operators\n")
+        #expect(proxy.waitFor("tunnel_unpinned")?["ct"] == "compliant", "\(proxy.log)")
     }
 
     // MARK: the command line
