@@ -260,6 +260,14 @@ import TestSupport
         let r = try pinproxy("check", "--config", path, "--explain", "no-sct.ct.pinproxy.test:443", "--explain", "two-operators.ct.pinproxy.test:443")
         #expect(r.status == 0, "\(r)")
         #expect(r.stdout.contains("ct: off (rule at line \(line))") && r.stdout.contains("ct: require (defaults)"), "\(r.stdout)")
+
+        // A CT-only rule (no pins) is explained as CT, not as pins it does not have.
+        let ctOnly = ct.policy(ports: [443], ct: "off", rules: "rules:\n  - host: no-sct.ct.pinproxy.test\n    ct: require")
+        let ctOnlyLine = (ctOnly.split(separator: "\n", omittingEmptySubsequences: false).firstIndex { $0.hasPrefix("  - host: no-sct") } ?? -1) + 1
+        let explained = try pinproxy("check", "--config", try temporaryFile(ctOnly), "--explain", "no-sct.ct.pinproxy.test:443")
+        #expect(explained.status == 0, "\(explained)")
+        #expect(explained.stdout.contains("ct: require (rule at line \(ctOnlyLine))"), "\(explained.stdout)")
+        #expect(!explained.stdout.contains("pins must match") && !explained.stdout.contains("Certificate Pin Mismatch"), "\(explained.stdout)")
     }
 
     /// `ct-list` checks a list (and its signature) and prints its age, operators and logs; with

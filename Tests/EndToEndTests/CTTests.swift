@@ -219,4 +219,28 @@ import TestSupport
         let allowed = proxy.events("tunnel_allowed", count: 3)
         try #expect(allowed.count == 3 && allowed.last?["ct"] == "compliant" && allowed.last?["ct_scts"] == (try ct.scts(["a1", "b1"], "tls_extension")), "\(proxy.log)")
     }
+
+    /// `check --probe` judges each rule's chain with CT as the proxy would, and says why in words.
+    @Test func checkProbeJudgesCT() throws {
+        let unlogged = try ct.serve("no-sct")
+        let logged = try ct.serve("two-operators")
+        let rules = """
+            rules:
+              - host: no-sct.ct.pinproxy.test
+                ports: [\(unlogged.port)]
+                pins: ["\(try ct.pin("no-sct"))"]
+              - host: two-operators.ct.pinproxy.test
+                ports: [\(logged.port)]
+                pins: ["\(try ct.pin("two-operators"))"]
+            """
+        let yaml = ct.policy(ports: [unlogged.port, logged.port], rules: rules)
+        let lines = yaml.split(separator: "\n", omittingEmptySubsequences: false)
+        func line(_ host: String) -> Int { (lines.firstIndex { $0.hasPrefix("  - host: \(host)") } ?? -1) + 1 }
+        let config = try temporaryFile(yaml)
+        let r = try run(Paths.pinproxy, ["check", "--config", config, "--probe"], timeout: 60)
+        #expect(r.status == 1, "\(r.stdout)\(r.stderr)")
+        let detail = try CTExpectations(ct).detail("no-sct")
+        #expect(r.stdout.contains("line \(line("no-sct")) no-sct.ct.pinproxy.test:\(unlogged.port): would be REFUSED: ct_not_compliant: \(detail) via 127.0.0.1\n"), "\(r.stdout)")
+        #expect(r.stdout.contains("line \(line("two-operators")) two-operators.ct.pinproxy.test:\(logged.port): matches ("), "\(r.stdout)")
+    }
 }
