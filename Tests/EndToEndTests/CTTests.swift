@@ -220,12 +220,17 @@ import TestSupport
         try #expect(allowed.count == 3 && allowed.last?["ct"] == "compliant" && allowed.last?["ct_scts"] == (try ct.scts(["a1", "b1"], "tls_extension")), "\(proxy.log)")
     }
 
-    /// `check --probe` judges each rule's chain with CT as the proxy would, and says why in words.
+    /// `check --probe` judges each rule's chain with CT as the proxy would, and says why in words;
+    /// a CT-only rule is probed too.
     @Test func checkProbeJudgesCT() throws {
         let unlogged = try ct.serve("no-sct")
         let logged = try ct.serve("two-operators")
+        let intercepted = try ct.serve("intercepted")
         let rules = """
             rules:
+              - host: intercepted.ct.pinproxy.test
+                ports: [\(intercepted.port)]
+                ct: require
               - host: no-sct.ct.pinproxy.test
                 ports: [\(unlogged.port)]
                 pins: ["\(try ct.pin("no-sct"))"]
@@ -233,7 +238,7 @@ import TestSupport
                 ports: [\(logged.port)]
                 pins: ["\(try ct.pin("two-operators"))"]
             """
-        let yaml = ct.policy(ports: [unlogged.port, logged.port], rules: rules)
+        let yaml = ct.policy(ports: [unlogged.port, logged.port, intercepted.port], rules: rules)
         let lines = yaml.split(separator: "\n", omittingEmptySubsequences: false)
         func line(_ host: String) -> Int { (lines.firstIndex { $0.hasPrefix("  - host: \(host)") } ?? -1) + 1 }
         let config = try temporaryFile(yaml)
@@ -242,5 +247,7 @@ import TestSupport
         let detail = try CTExpectations(ct).detail("no-sct")
         #expect(r.stdout.contains("line \(line("no-sct")) no-sct.ct.pinproxy.test:\(unlogged.port): would be REFUSED: ct_not_compliant: \(detail) via 127.0.0.1\n"), "\(r.stdout)")
         #expect(r.stdout.contains("line \(line("two-operators")) two-operators.ct.pinproxy.test:\(logged.port): matches ("), "\(r.stdout)")
+        // A CT-only rule is probed too: its host is checked as the proxy would check it.
+        #expect(r.stdout.contains("line \(line("intercepted")) intercepted.ct.pinproxy.test:\(intercepted.port): would be REFUSED: ct_not_compliant: \(detail) via 127.0.0.1\n"), "\(r.stdout)")
     }
 }
