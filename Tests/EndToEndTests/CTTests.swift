@@ -113,7 +113,7 @@ import TestSupport
     @Test func aCTOnlyRuleWithoutPins() throws {
         let unlogged = try ct.serve("no-sct")
         let other = try ct.serve("intercepted")
-        let rules = "rules:\n  - host: no-sct.ct.pinproxy.test\n    ct: require\n    mirror_checks: 1"
+        let rules = "rules:\n  - host: no-sct.ct.pinproxy.test\n    ct: require\n    mirror_checks: 1\n    quarantine: 1m"
         let proxy = try ProxyProcess(config: ct.policy(ports: [unlogged.port, other.port], ct: "off", rules: rules))
         let raw = try connectResponse(proxy: proxy.port, target: "no-sct.ct.pinproxy.test:\(unlogged.port)")
         #expect(statusLine(raw) == "HTTP/1.1 502 Certificate Transparency Not Compliant", "\(raw)")
