@@ -125,6 +125,23 @@ import TestSupport
         #expect(exempt["ct"] == "exempt" && exempt["host"] == "intercepted.ct.pinproxy.test", "\(exempt)")
     }
 
+    /// A CT-only rule lets its hosts through `unpinned: deny` (they are unpinned by the rule) and checks them.
+    @Test func aCTOnlyRuleUnderUnpinnedDeny() throws {
+        let logged = try ct.serve("two-operators")
+        let unlogged = try ct.serve("no-sct")
+        let rules = "rules:\n  - host: two-operators.ct.pinproxy.test\n    ct: require\n  - host: no-sct.ct.pinproxy.test\n    ct: require"
+        let yaml = ct.policy(ports: [logged.port, unlogged.port], ct: "off", rules: rules).replacingOccurrences(of: "unpinned: allow", with: "unpinned: deny")
+        let proxy = try ProxyProcess(config: yaml)
+        #expect(try ct.get(proxy, "two-operators", port: logged.port).body == "hello from two-operators\n")
+        let line = try #require(proxy.waitFor("tunnel_unpinned"), "\(proxy.log)")
+        #expect(line["ct"] == "compliant" && line["reason"] == "rule_unpinned", "\(line)")
+        let raw = try connectResponse(proxy: proxy.port, target: "no-sct.ct.pinproxy.test:\(unlogged.port)")
+        #expect(statusLine(raw) == "HTTP/1.1 502 Certificate Transparency Not Compliant", "\(raw)")
+        // A host no rule names is still denied as unpinned.
+        let other = try connectResponse(proxy: proxy.port, target: "intercepted.ct.pinproxy.test:\(unlogged.port)")
+        #expect(statusLine(other).hasPrefix("HTTP/1.1 403"), "\(other)")
+    }
+
     /// In a rule with pins, both must hold: a pin that matches does not excuse a chain without SCTs.
     @Test func pinsAndCTMustBothHold() throws {
         let unlogged = try ct.serve("no-sct")
