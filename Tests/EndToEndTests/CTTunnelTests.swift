@@ -72,6 +72,25 @@ import TestSupport
         try #expect(caught["stage"] == "stream" && caught["chain.0.spki"] == (try ct.pin("two-operators-unlogged")), "\(caught)")
     }
 
+    /// A pinned host whose pin (its CA's) matches both chains: the pins hold in the tunnel, CT does not.
+    @Test func aCAPinDoesNotExcuseTheUnloggedChainInTheStream() throws {
+        let logged = try ct.serve("two-operators", tls: "1.2")
+        let unlogged = try ct.serve("two-operators-unlogged", tls: "1.2")
+        let selective = try Replayer(genuine: logged.port, abort: "none", then: unlogged.port)
+        let rules = """
+            rules:
+              - host: two-operators.ct.pinproxy.test
+                pins: [{ pin: "\(try ct.pin("ct-root"))", at: ca }]
+            """
+        let proxy = try ProxyProcess(config: ct.policy(ports: [selective.port], rules: rules))
+        let result = try ct.get(proxy, "two-operators", port: selective.port)
+        #expect(result.connectStatus == 200 && result.exitCode != 0 && !result.body.contains("unlogged"), "\(result)")
+        #expect(proxy.waitFor("tunnel_allowed")?["ct"] == "compliant")
+        let refused = try #require(proxy.waitFor("tunnel_refused"), "\(proxy.log)")
+        #expect(refused["stage"] == "stream" && refused["reason"] == "ct_not_compliant" && refused["bytes_down"] == "0", "\(refused)")
+        try #expect(refused["ct_detail"] == (try CTExpectations(ct).detail("two-operators-unlogged")), "\(refused)")
+    }
+
     /// Under `ct: report` the stream's finding is a warning, and the tunnel stands (as report mode
     /// does for pins).
     @Test func underReportTheSelectiveServerIsAWarning() throws {
