@@ -39,6 +39,24 @@ import TestSupport
         try #expect(line["ct"] == "compliant" && line["ct_scts"] == (try ct.scts(["a2", "b1"], "ocsp")), "\(line)")
     }
 
+    /// SCTs by TLS extension replayed from another certificate (an interceptor copying a real
+    /// server's) do not verify for the one served: refused, each SCT named.
+    @Test(arguments: ["1.2", "1.3"])
+    func sctsByTLSExtensionForAnotherCertificateAreRefused(tls: String) throws {
+        let info = tls == "1.2" ? ct.serverinfo : ct.serverinfoV2
+        let server = try OpenSSLWebServer(certificate: ct.certificate("two-operators-unlogged"), issuer: ct.path("ct-root.pem"),
+                                          key: ct.key("two-operators-unlogged"), ["-tls\(tls == "1.2" ? "1_2" : "1_3")", "-serverinfo", info])
+        let rules = "rules:\n  - host: two-operators.ct.pinproxy.test\n    ct: require\n    mirror_checks: 0"
+        let proxy = try ProxyProcess(config: ct.policy(ports: [server.port], rules: rules))
+        let raw = try connectResponse(proxy: proxy.port, target: "two-operators.ct.pinproxy.test:\(server.port)")
+        #expect(statusLine(raw) == "HTTP/1.1 502 Certificate Transparency Not Compliant", "\(raw)")
+        let refused = try #require(proxy.waitFor("tunnel_refused"), "\(proxy.log)")
+        let (a1, b1) = (try ct.logID("a1"), try ct.logID("b1"))
+        #expect(refused["ct_detail"] == "0 valid SCTs by TLS extension or OCSP from 0 operators; 2 SCTs needed and 2 operators needed (ignored: "
+                + "SCT from \(a1): its signature does not verify for this certificate; SCT from \(b1): its signature does not verify for this certificate)",
+                "\(refused)")
+    }
+
     /// Without either, the same server is refused: the SCTs above are what made it compliant.
     @Test func theSameServerWithoutSCTsIsRefused() throws {
         let server = try OpenSSLWebServer(certificate: ct.certificate("no-sct"), issuer: ct.path("ct-root.pem"), key: ct.key("no-sct"), [])
