@@ -85,9 +85,11 @@ import TestSupport
         try #expect(refused["ct_detail"] == (try CTExpectations(ct).detail("two-operators-unlogged")), "\(refused)")
         #expect(refused["ct"] == "not_compliant" && refused["ct_scts"] == nil, "\(refused)")
         #expect(refused["bytes_down"] == "0", "\(refused)")
-        // The probe's chain passed and the tunnel's did not: what only an interceptor shows.
+        // The probe's chain passed and the tunnel's did not: what only an interceptor shows. The
+        // mirror looks beside the stream and sees the same chain; on a loaded machine it may be first.
         let caught = try #require(proxy.waitFor("interception_suspected"), "\(proxy.log)")
-        try #expect(caught["stage"] == "stream" && caught["chain.0.spki"] == (try ct.pin("two-operators-unlogged")), "\(caught)")
+        #expect(caught["stage"] == "stream" || caught["stage"] == "mirror", "\(caught)")
+        try #expect(caught["chain.0.spki"] == (try ct.pin("two-operators-unlogged")) && caught["quarantined_until"] != nil, "\(caught)")
     }
 
     /// A pinned host whose pin (its CA's) matches both chains: the pins hold in the tunnel, CT does not.
