@@ -16,3 +16,7 @@ long pp_SSL_set_msg_callback_arg(SSL *ssl, void *arg) { return SSL_set_msg_callb
 int pp_fallocate(int fd, int mode, long long offset, long long length) { return fallocate(fd, mode, (off_t)offset, (off_t)length); }
 const void *pp_memmem(const void *haystack, unsigned long haystackLength, const void *needle, unsigned long needleLength) { return memmem(haystack, haystackLength, needle, needleLength); }
 const void *pp_memrchr(const void *bytes, int byte, unsigned long length) { return memrchr(bytes, byte, length); }
+
+long pp_SSL_get_tlsext_status_ocsp_resp(SSL *ssl, const unsigned char **response) {
+    return SSL_get_tlsext_status_ocsp_resp(ssl, (unsigned char **)response);
+}

@@ -66,11 +66,39 @@ extension Policy {
     /// 4. no pin matches → `enforce` refuses, `report` (or an expired rule with `on_expiry: report`)
     ///    tunnels and logs would-refuse; the debug bypass turns a refusal into a tunnel.
     ///
-    /// It deliberately does not look at certificate transparency, revocation or key usage beyond
-    /// what OpenSSL's server-purpose check does.
+    /// 5. then Certificate Transparency (`ct`), when the pins let the chain through: a leaf that
+    ///    fails Chrome's policy is refused under `require` (only the debug bypass lets it through,
+    ///    not a pin rule's report mode: pins and CT must both hold), and let through with a
+    ///    would-refuse under `report` or a stale list.
+    ///
+    /// An unpinned rule (CT only, or the stand-in for a host no rule matches) compares no pins and
+    /// refuses no chain the client may trust by itself; only the deny list and CT apply to it.
+    /// Revocation and key usage beyond OpenSSL's server-purpose check are not looked at.
     public func evaluate(_ validation: ChainValidation, rule: Rule, target: Target, at now: Date,
-                         debugBypassEnabled: Bool) -> Evaluation {
+                         debugBypassEnabled: Bool, ct: CTStatus? = nil) -> Evaluation {
         let bypass = debugBypass(for: target, at: now, enabled: debugBypassEnabled)
+        var evaluation = evaluatePins(validation, rule: rule, at: now, bypass: bypass)
+        evaluation.ct = ct
+        guard case .judged(let finding)? = ct, !finding.isCompliant else { return evaluation }
+        let verdict: Verdict
+        switch evaluation.verdict {
+        case .refused:
+            return evaluation  // the pins' refusal comes first
+        case .bypassed(_, .debugBypass):
+            return evaluation
+        case .allowed, .unpinned, .bypassed:
+            if finding.enforced == .require {
+                verdict = bypass.map { .bypassed(wouldRefuse: .ctNotCompliant, by: .debugBypass(until: $0.until)) } ?? .refused(.ctNotCompliant)
+            } else if case .bypassed = evaluation.verdict {
+                return evaluation  // one would-refuse is named; `ct=report` says the other
+            } else {
+                verdict = .bypassed(wouldRefuse: .ctNotCompliant, by: finding.mode == .require ? .ctStaleList : .ctReport)
+            }
+        }
+        return Evaluation(verdict: verdict, rule: evaluation.rule, denylisted: nil, chainFailure: nil, warnings: evaluation.warnings, ct: ct)
+    }
+
+    private func evaluatePins(_ validation: ChainValidation, rule: Rule, at now: Date, bypass: DebugBypass?) -> Evaluation {
         var warnings: [RuntimeWarning] = []
         if let expires = rule.expires {
             if now >= expires { warnings.append(.ruleExpired(expires)) }
@@ -78,6 +106,15 @@ extension Policy {
         }
         func result(_ verdict: Verdict, denylisted: Pin? = nil, failure: ChainFailure? = nil) -> Evaluation {
             Evaluation(verdict: verdict, rule: rule, denylisted: denylisted, chainFailure: failure, warnings: warnings)
+        }
+
+        if rule.mode == .unpinned {
+            let seen = switch validation {
+            case .failed(_, let presented): presented
+            case .verified(let chain): chain.certificates.map(\.facts)
+            }
+            if let hit = denylisted(in: seen) { return result(.refused(.denylistedKey), denylisted: hit) }
+            return result(.unpinned(rule.isStandIn ? .noRule : .ruleUnpinned))
         }
 
         let chain: VerifiedChain

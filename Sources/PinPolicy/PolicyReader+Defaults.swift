@@ -19,7 +19,12 @@ extension PolicyReader {
         if let n = f["require_keylog"], let v = boolean(n, "defaults.require_keylog") { defaults.requireKeylog = v }
         if let n = f["quarantine"], let v = quarantine(n, "defaults.quarantine") { defaults.quarantine = v }
         if let n = f["mirror_checks"], let v = integer(n, "defaults.mirror_checks", in: 0...4) { defaults.mirrorChecks = v }
+        if let n = f["ct"], let v = ctMode(n, "defaults.ct") { defaults.ct = v }
         return defaults
+    }
+
+    func ctMode(_ node: Node, _ what: String) -> CTMode? {
+        choice(node, what, CTMode.self, options: [.off, .report, .require])
     }
 
     /// A quarantine's length: a duration from 0s (off) to 7 days.

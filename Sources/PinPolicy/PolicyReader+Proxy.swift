@@ -50,10 +50,34 @@ extension PolicyReader {
         if let n = f["metrics_listen"] { settings.metricsListen = readMetricsListen(n) }
         if let n = f["plain_http"], let v = choice(n, "proxy.plain_http", PlainHTTPMode.self, options: [.forward, .refuse]) { settings.plainHTTP = v }
         if let n = f["allowed_plain_ports"], let ports = ports(n, "proxy.allowed_plain_ports") { settings.allowedPlainPorts = ports }
+        settings.ct = readCT(f)
         for address in settings.listen where !AddressSet.parse(["loopback"])!.contains(address.ip) && !settings.allowClientsExplicit {
             fail(f["listen"], "listening on \(address) (beyond loopback) needs an explicit proxy.allow_clients list, so that pinproxy is never an open proxy by accident")
         }
         return settings
+    }
+
+    /// `proxy.ct_log_list` and its companions. The list itself is read with the trust stores (the
+    /// snapshot), where its signature can be checked; here only the keys' shapes.
+    func readCT(_ f: Fields) -> CTSettings {
+        var ct = CTSettings()
+        if let n = f["ct_log_list"], let text = string(n, "proxy.ct_log_list") {
+            ct.logList = path(text)
+            ct.logListLine = n.mark?.line ?? 0
+        }
+        if let n = f["ct_log_list_key"], let text = string(n, "proxy.ct_log_list_key") {
+            if ct.logList == nil { fail(n, "proxy.ct_log_list_key verifies the signature of proxy.ct_log_list, which is not set") }
+            ct.logListKey = path(text)
+        }
+        if let n = f["ct_list_max_age"], let seconds = duration(n, "proxy.ct_list_max_age") {
+            if seconds < 86400 || seconds > 366 * 86400 {
+                fail(n, "proxy.ct_list_max_age must be from 1d to 366d (Chrome's is 70d)")
+            } else {
+                ct.maxAge = seconds
+            }
+        }
+        if let n = f["ct_stale_list"], let v = choice(n, "proxy.ct_stale_list", CTStaleList.self, options: [.report, .refuse]) { ct.staleList = v }
+        return ct
     }
 
     /// `proxy.metrics_listen: IP:PORT`, a loopback address only: the metrics say how much traffic

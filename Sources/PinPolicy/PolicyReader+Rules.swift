@@ -70,7 +70,15 @@ extension PolicyReader {
                 fail(n, "unknown pinset '\(name)'" + (known.isEmpty ? "; there is no pinsets: section" : "; known pinsets: \(known.joined(separator: ", "))"))
             }
         }
-        let mode = f["mode"].flatMap { choice($0, "mode", RuleMode.self, options: [.enforce, .report, .unpinned]) } ?? .enforce
+        let ct = f["ct"].flatMap { ctMode($0, "ct") }
+        if let n = f["ct"], let ct, ct != .off, proxy.ct.logList == nil {
+            fail(n, "this rule has ct: \(ct.rawValue), but there is no proxy.ct_log_list to judge SCTs by; add proxy.ct_log_list: /var/lib/pinproxy/ct/log_list.json (see pinproxy ct-list)")
+        }
+        // A rule with `ct` and nothing to pin only sets Certificate Transparency for its hosts.
+        let ctOnly = f["ct"] != nil && f["pins"] == nil && f["pinset"] == nil && f["mode"] == nil
+        let mode = f["mode"].flatMap { choice($0, "mode", RuleMode.self, options: [.enforce, .report, .unpinned]) } ?? (ctOnly ? .unpinned : .enforce)
+        // An unpinned rule still has its chains looked at when CT applies to it.
+        let checksCT = (ct ?? defaults?.ct ?? .off) != .off
         let trust = f["trust"].flatMap { self.trust($0, "trust") } ?? defaults?.trust ?? .system
         let expires = f["expires"].flatMap { date($0, "expires") }
         let onExpiry = f["on_expiry"].flatMap { choice($0, "on_expiry", ExpiryBehaviour.self, options: [.enforce, .report]) }
@@ -84,8 +92,8 @@ extension PolicyReader {
             if !pins.isEmpty { fail(f["pins"] ?? f["pinset"], "the rule for '\(patternText)' is mode: unpinned, so its pins would never be checked; remove them or use mode: report") }
             if f["trust"] != nil { fail(f["trust"], "the rule for '\(patternText)' is mode: unpinned: no chain is checked, so 'trust' has no effect") }
             if f["require_keylog"] != nil { fail(f["require_keylog"], "the rule for '\(patternText)' is mode: unpinned: no chain is checked, so 'require_keylog' has no effect") }
-            if f["quarantine"] != nil { fail(f["quarantine"], "the rule for '\(patternText)' is mode: unpinned: no chain is checked, so nothing is caught and 'quarantine' has no effect") }
-            if f["mirror_checks"] != nil { fail(f["mirror_checks"], "the rule for '\(patternText)' is mode: unpinned: no chain is checked, so 'mirror_checks' has no effect") }
+            if f["quarantine"] != nil, !checksCT { fail(f["quarantine"], "the rule for '\(patternText)' is mode: unpinned without ct: no chain is checked, so nothing is caught and 'quarantine' has no effect") }
+            if f["mirror_checks"] != nil, !checksCT { fail(f["mirror_checks"], "the rule for '\(patternText)' is mode: unpinned without ct: no chain is checked, so 'mirror_checks' has no effect") }
         case .enforce, .report:
             if pins.isEmpty && errors.count == errorsBeforePins {
                 fail(node, "the rule for '\(patternText)' has no pins; an \(mode.rawValue) rule needs at least one (pins: or pinset:), or write mode: unpinned to exclude the name")
@@ -109,6 +117,7 @@ extension PolicyReader {
         guard let pattern else { return nil }
         let effective = mode == .unpinned ? false : requireKeylog
         return Rule(pattern: pattern, ports: ports, mode: mode, trust: trust, pins: pins, pinset: pinsetName,
-                    expires: expires, onExpiry: onExpiry, requireKeylog: effective, quarantine: quarantine, mirrorChecks: mirrorChecks, line: line)
+                    expires: expires, onExpiry: onExpiry, requireKeylog: effective, quarantine: quarantine, mirrorChecks: mirrorChecks,
+                    ct: ct, line: line)
     }
 }

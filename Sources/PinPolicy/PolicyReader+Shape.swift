@@ -98,18 +98,18 @@ extension PolicyReader {
         return value
     }
 
-    /// `500ms`, `10s`, `5m`, `1h`, or `0`.
+    /// `500ms`, `10s`, `5m`, `1h`, `70d`, or `0`.
     func duration(_ node: Node, _ what: String) -> Double? {
         guard let text = string(node, what) else { return nil }
         if text == "0" { return 0 }
-        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
         for (suffix, scale) in units where text.hasSuffix(suffix) {
             let digits = text.dropLast(suffix.count)
             if !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }), let n = Int(digits), n <= 1_000_000 {
                 return Double(n) * scale
             }
         }
-        fail(node, "\(what) must be a duration such as 500ms, 10s, 5m or 1h, not '\(text)'")
+        fail(node, "\(what) must be a duration such as 500ms, 10s, 5m, 1h or 70d, not '\(text)'")
         return nil
     }
 

@@ -123,6 +123,11 @@ final class PolicyReader {
         let debug = top["debug"].flatMap(readDebug)
         let resolve = top["resolve"].map(readResolve) ?? [:]
         guard let defaults else { return nil }
+        if proxy.ct.logList == nil {
+            if defaults.ct != .off, let n = defaultsNode.mapping?.first(where: { $0.key.scalar?.string == "ct" })?.value {
+                fail(n, "defaults.ct is \(defaults.ct.rawValue), but there is no proxy.ct_log_list to judge SCTs by; add proxy.ct_log_list: /var/lib/pinproxy/ct/log_list.json (see pinproxy ct-list)")
+            }
+        }
         var policy = Policy(source: file, proxy: proxy, defaults: defaults, resolve: resolve, deny: deny, pinsets: pinsets,
                             rules: rules, debug: debug)
         policy.resolveLines = resolveLines

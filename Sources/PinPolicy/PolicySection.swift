@@ -14,11 +14,12 @@ public enum PolicySection: String, CaseIterable, Sendable {
                       "connect_total_timeout", "probe_timeout", "idle_timeout", "verify_cache_ttl",
                       "drain_timeout", "log_format", "stats_interval", "keylog",
                       "upstream_proxy", "upstream_proxy_credentials_file", "relay", "metrics_listen", "plain_http",
-                      "allowed_plain_ports", "workers"]
+                      "allowed_plain_ports", "workers",
+                      "ct_log_list", "ct_log_list_key", "ct_list_max_age", "ct_stale_list"]
         case .dns: ["nameservers", "hosts_file"]
         case .keylog: ["path", "wait", "mode"]
-        case .defaults: ["unpinned", "trust", "require_backup", "require_keylog", "quarantine", "mirror_checks"]
-        case .rule: ["host", "ip", "ports", "pins", "pinset", "mode", "trust", "expires", "on_expiry", "require_keylog", "quarantine", "mirror_checks"]
+        case .defaults: ["unpinned", "trust", "require_backup", "require_keylog", "quarantine", "mirror_checks", "ct"]
+        case .rule: ["host", "ip", "ports", "pins", "pinset", "mode", "trust", "expires", "on_expiry", "require_keylog", "quarantine", "mirror_checks", "ct"]
         case .pinEntry: ["pin", "file", "kind", "at", "label", "backup"]
         case .debug: ["until", "hosts"]
         }

@@ -107,6 +107,8 @@ public struct ProxySettings: Hashable, Sendable {
     public var allowedPlainPorts: [UInt16] = [80]
     /// `workers`: how many worker loops (threads) carry the sessions; nil means one per online core.
     public var workers: Int?
+    /// `ct_log_list`, `ct_log_list_key`, `ct_list_max_age`, `ct_stale_list`.
+    public var ct = CTSettings()
 
     public init() {}
 }
@@ -138,6 +140,8 @@ public struct PolicyDefaults: Hashable, Sendable {
     public var quarantine: TimeInterval = Rule.defaultQuarantine
     /// `mirror_checks`: mirror connections per pinned tunnel (0: none).
     public var mirrorChecks = 1
+    /// `ct`: Certificate Transparency for hosts whose rule does not say (and hosts no rule matches).
+    public var ct: CTMode = .off
 
     public init(unpinned: UnpinnedDecision) { self.unpinned = unpinned }
 }

@@ -73,12 +73,18 @@ public struct Rule: Hashable, Sendable {
     /// more is a decoy: an interceptor that picks one connection of N + 1 at random wins with
     /// probability 1/(N + 1) and is caught otherwise.
     public let mirrorChecks: Int
+    /// `ct` of the rule; nil: `defaults.ct` applies (`Policy.ctMode(under:)`).
+    public let ct: CTMode?
+    /// Not a rule of the file: what stands for `defaults` when no rule matches a host that
+    /// `defaults.ct` has pinproxy look at (`Rule.standIn`).
+    public let isStandIn: Bool
     /// Line of the rule in the policy file.
     public let line: Int
 
     public init(pattern: RulePattern, ports: [UInt16]? = nil, mode: RuleMode = .enforce, trust: Trust = .system,
                 pins: [PinEntry] = [], pinset: String? = nil, expires: Date? = nil, onExpiry: ExpiryBehaviour? = nil,
-                requireKeylog: Bool = false, quarantine: TimeInterval = Rule.defaultQuarantine, mirrorChecks: Int = 1, line: Int = 0) {
+                requireKeylog: Bool = false, quarantine: TimeInterval = Rule.defaultQuarantine, mirrorChecks: Int = 1, ct: CTMode? = nil,
+                isStandIn: Bool = false, line: Int = 0) {
         self.pattern = pattern
         self.ports = ports
         self.mode = mode
@@ -90,8 +96,25 @@ public struct Rule: Hashable, Sendable {
         self.requireKeylog = requireKeylog
         self.quarantine = quarantine
         self.mirrorChecks = mirrorChecks
+        self.ct = ct
+        self.isStandIn = isStandIn
         self.line = line
     }
+
+    /// What a host no rule matches is checked by when `defaults.ct` is on: an unpinned rule for
+    /// exactly its target, with the defaults' trust, quarantine and mirrors (its CT is `defaults.ct`).
+    public static func standIn(for authority: Authority, defaults: PolicyDefaults) -> Rule {
+        let pattern: RulePattern
+        switch authority.target {
+        case .name(let name): pattern = .host(.exact(name))  // a CONNECT's name is already normalised
+        case .ip(let address): pattern = .ip(CIDR(network: address, prefixLength: address.bytes.count * 8)!)
+        }
+        return Rule(pattern: pattern, mode: .unpinned, trust: defaults.trust, quarantine: defaults.quarantine,
+                    mirrorChecks: defaults.mirrorChecks, isStandIn: true)
+    }
+
+    /// Whether pinproxy looks at this rule's chains: pins to compare, or Certificate Transparency.
+    public func checksChain(under policy: Policy) -> Bool { mode != .unpinned || policy.ctMode(under: self) != .off }
 
     /// Ten minutes: long enough that an interceptor caught once cannot simply try again, short
     /// enough that a false alarm heals by itself.

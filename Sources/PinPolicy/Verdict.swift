@@ -13,6 +13,8 @@ public enum RefusalReason: String, Hashable, Sendable, CaseIterable {
     case hostnameMismatch = "hostname_mismatch"
     case denylistedKey = "denylisted_key"
     case pinMismatch = "pin_mismatch"
+    /// The leaf's SCTs do not meet Chrome's Certificate Transparency policy (`ct: require`).
+    case ctNotCompliant = "ct_not_compliant"
 }
 
 /// Why a refusal was let through.
@@ -23,12 +25,18 @@ public enum BypassBasis: Hashable, Sendable {
     case expiredRule
     /// `debug:` with `--debug-bypass`, before `until`.
     case debugBypass(until: Date)
+    /// `ct: report`: a chain that fails the CT policy is logged, not refused.
+    case ctReport
+    /// `ct: require` with a log list older than `ct_list_max_age` and `ct_stale_list: report`.
+    case ctStaleList
 
     public var code: String {
         switch self {
         case .reportMode: return "report_mode"
         case .expiredRule: return "expired_rule_report"
         case .debugBypass: return "debug_bypass"
+        case .ctReport: return "ct_report"
+        case .ctStaleList: return "ct_stale_list"
         }
     }
 }
@@ -88,4 +96,39 @@ public struct Evaluation: Hashable, Sendable {
     /// The chain failure, if that was the reason.
     public let chainFailure: ChainFailure?
     public let warnings: [RuntimeWarning]
+    /// What Certificate Transparency made of the chain; nil when the policy has no log list.
+    public var ct: CTStatus? = nil
+}
+
+/// Certificate Transparency for one chain, as the evaluation took it.
+public enum CTStatus: Hashable, Sendable {
+    /// The host's `ct` is off (a private CA that logs nothing, exempted by name).
+    case exempt
+    case judged(CTFinding)
+}
+
+/// Chrome's CT verdict on a chain's leaf, and how it is enforced.
+public struct CTFinding: Hashable, Sendable {
+    /// The host's `ct` (report or require).
+    public let mode: CTMode
+    /// What is enforced: `report` for `require` while the list is stale (`ct_stale_list: report`).
+    public let enforced: CTMode
+    public let verdict: CTVerdict
+
+    public init(mode: CTMode, enforced: CTMode, verdict: CTVerdict) {
+        self.mode = mode
+        self.enforced = enforced
+        self.verdict = verdict
+    }
+
+    public var isCompliant: Bool {
+        if case .compliant = verdict { return true }
+        return false
+    }
+
+    public var counted: [CountedSCT] {
+        switch verdict {
+        case .compliant(let counted), .notCompliant(_, let counted): return counted
+        }
+    }
 }

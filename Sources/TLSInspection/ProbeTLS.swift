@@ -20,6 +20,10 @@ public final class ProbeTLSContext: @unchecked Sendable {
         _ = SSL_CTX_set_alpn_protos(ref, alpn, UInt32(alpn.count))
         _ = pp_SSL_CTX_disable_session_cache(ref)
         SSL_CTX_set_options(ref, UInt64(pp_SSL_OP_NO_COMPRESSION()))
+        // Ask for SCTs (the signed_certificate_timestamp extension) and a stapled OCSP response
+        // (status_request, which this also turns on), as browsers do. Permissive: OpenSSL judges
+        // nothing; `DeliveredSCTs` hands what came to pinproxy's own CT check.
+        _ = SSL_CTX_enable_ct(ref, Int32(SSL_CT_VALIDATION_PERMISSIVE))
     }
 
     deinit { SSL_CTX_free(ref) }
@@ -101,6 +105,23 @@ public final class ProbeSSL {
         return .serverKeyExchange
     }
 
+    /// The SCTs the server delivered beside its certificate: the TLS extension's list (TLS 1.2
+    /// ServerHello, TLS 1.3 leaf CertificateEntry) and the stapled OCSP response, unread.
+    public var deliveredSCTs: (tlsExtension: [UInt8]?, ocspResponse: [UInt8]?) {
+        var list: [UInt8]?
+        if SSL_version(ref) == TLS1_3_VERSION {
+            if let raw = received.certificate {
+                list = (try? readTLS13Certificate(HandshakeMessage(type: raw[0], raw: raw)))?.leafSCTList
+            }
+        } else if let raw = received.serverHello {
+            list = (try? ServerHello(HandshakeMessage(type: raw[0], raw: raw)))?.sctList
+        }
+        var response: UnsafePointer<UInt8>?
+        let length = pp_SSL_get_tlsext_status_ocsp_resp(ref, &response)
+        let ocsp = length > 0 ? response.map { Array(UnsafeBufferPointer(start: $0, count: length)) } : nil
+        return (list, ocsp)
+    }
+
     /// Sends a close_notify, so servers do not log an unexpected EOF.
     public func sendCloseNotify() {
         SSL_set_quiet_shutdown(ref, 0)
@@ -111,10 +132,16 @@ public final class ProbeSSL {
 /// The types of the handshake messages the server sent, in the order OpenSSL read them.
 private final class ReceivedHandshakeMessages {
     var types: [UInt8] = []
+    /// The last ServerHello (after a HelloRetryRequest, the real one) and the first Certificate,
+    /// whole: where SCTs come by TLS extension.
+    var serverHello: [UInt8]?
+    var certificate: [UInt8]?
 }
 
 /// RFC 8446 §4 / RFC 5246 §7.4 handshake message types the proof depends on.
 private enum HandshakeType {
+    static let serverHello: UInt8 = 2
+    static let certificate: UInt8 = 11
     static let serverKeyExchange: UInt8 = 12
     static let certificateVerify: UInt8 = 15
     static let finished: UInt8 = 20
@@ -127,5 +154,11 @@ private let probeMessageCallback: @convention(c) (Int32, Int32, Int32, UnsafeRaw
     guard written == 0, contentType == contentTypeHandshake, length >= 1, let buffer, let arg else { return }
     let received = Unmanaged<ReceivedHandshakeMessages>.fromOpaque(arg).takeUnretainedValue()
     // A server sends at most a dozen handshake messages; the bound keeps a hostile one from growing this.
-    if received.types.count < 64 { received.types.append(buffer.load(as: UInt8.self)) }
+    let type = buffer.load(as: UInt8.self)
+    if received.types.count < 64 { received.types.append(type) }
+    // Bounded by what a handshake message can be (2^24) and, in practice, by the probe's read limit.
+    if length >= 4, type == HandshakeType.serverHello || (type == HandshakeType.certificate && received.certificate == nil) {
+        let whole = Array(UnsafeRawBufferPointer(start: buffer, count: length))
+        if type == HandshakeType.serverHello { received.serverHello = whole } else { received.certificate = whole }
+    }
 }

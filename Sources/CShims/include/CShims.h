@@ -22,6 +22,8 @@ void pp_OPENSSL_free(void *p);
 unsigned long pp_XN_FLAG_RFC2253(void);
 /// SSL_set_msg_callback_arg(ssl, arg): macro over SSL_ctrl.
 long pp_SSL_set_msg_callback_arg(struct ssl_st *ssl, void *arg);
+/* SSL_get_tlsext_status_ocsp_resp: the stapled OCSP response the server sent (length, or -1). */
+long pp_SSL_get_tlsext_status_ocsp_resp(struct ssl_st *ssl, const unsigned char **response);
 
 /// fallocate(fd, mode, offset, length): glibc declares it only under _GNU_SOURCE, so Swift's Glibc
 /// module does not import it. The key-log intake punches holes with it (FALLOC_FL_PUNCH_HOLE).

@@ -58,7 +58,8 @@ enum AdmissionOutcome: Equatable, Sendable {
     case refused(AdmissionCause)
     /// Reached without looking at a certificate; `rule` is the `unpinned` rule that says so, if any.
     case unpinned(UnpinnedBasis, rule: Rule?)
-    /// Probe the upstream and judge its chain under this rule (CONNECT only).
+    /// Probe the upstream and judge its chain under this rule (CONNECT only): a pinning rule, or an
+    /// unpinned one (a rule's, or `Rule.standIn` for no rule) whose hosts CT applies to.
     case probe(Rule)
 
     /// The refusal to answer, when refused.
@@ -95,11 +96,17 @@ enum AdmissionGate {
         }
         guard let rule = policy.rule(for: authority) else {
             switch policy.defaults.unpinned {
-            case .allow: return .unpinned(.noRule, rule: nil)
+            case .allow:
+                // `defaults.ct` has pinproxy look at the chains of hosts nobody pinned.
+                if kind == .connect, policy.defaults.ct != .off { return .probe(.standIn(for: authority, defaults: policy.defaults)) }
+                return .unpinned(.noRule, rule: nil)
             case .deny: return .refused(.unpinnedDenied(kind, authority.target))
             }
         }
-        if rule.mode == .unpinned { return .unpinned(.ruleUnpinned, rule: rule) }
+        if rule.mode == .unpinned {
+            if kind == .connect, policy.ctMode(under: rule) != .off { return .probe(rule) }
+            return .unpinned(.ruleUnpinned, rule: rule)
+        }
         // A plain request never gets here with a pinning rule: `pinningRule` saw it first.
         return kind == .connect ? .probe(rule) : .refused(.pinnedHostOverPlain(authority.target, rule))
     }

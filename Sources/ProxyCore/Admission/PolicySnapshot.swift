@@ -9,6 +9,8 @@ public final class PolicySnapshot: Sendable {
     public let loadedAt: Date
     private let system: TrustStore
     private let caFiles: [String: TrustStore]
+    /// The CT log list, when `proxy.ct_log_list` is set.
+    let ct: CTLogBook?
 
     /// Loads every `ca-file:` the policy names, in its rules and in `defaults.trust` (a failure is a
     /// load error, so a reload keeps the old policy), and shares the system store between snapshots.
@@ -28,18 +30,32 @@ public final class PolicySnapshot: Sendable {
         self.policy = policy
         self.system = systemStore
         self.caFiles = files
+        self.ct = try policy.proxy.ct.logList.map { _ throws(PolicyLoadError) in try CTLogBook(settings: policy.proxy.ct, policySource: policy.source) }
         self.loadedAt = Date()
     }
 
-    /// Validates what a server presented under a trust setting, as a rule with these pins sees it:
-    /// the snapshot's store for `system` and `ca-file:`, the matching presented certificates as
-    /// anchors for `pins-only`. The proxy and the CLI's `pin` and `check --probe` all decide this way.
-    /// Validates what a server presented under the rule's trust, then evaluates the rule on it: the
-    /// one judgement of a chain, whether it came from the proxy's probe or the CLI's.
+    /// Validates what a server presented under the rule's trust, judges its leaf's SCTs (embedded,
+    /// and those `delivered` in the handshake) when CT applies, then evaluates the rule on both: the
+    /// one judgement of a chain, whether it came from the proxy's probe, the stream, a key-log or
+    /// mirror flight, or the CLI's probe.
     public func judge(_ presented: [Certificate], target: Target, rule: Rule, at now: Date,
                       debugBypassEnabled: Bool) -> (ChainValidation, Evaluation) {
+        judge(presented, target: target, rule: rule, at: now, debugBypassEnabled: debugBypassEnabled, delivered: .none)
+    }
+
+    func judge(_ presented: [Certificate], target: Target, rule: Rule, at now: Date, debugBypassEnabled: Bool,
+               delivered: DeliveredSCTs) -> (ChainValidation, Evaluation) {
         let validation = validate(presented, for: target, trust: rule.trust, pins: rule.pins)
-        return (validation, policy.evaluate(validation, rule: rule, target: target, at: now, debugBypassEnabled: debugBypassEnabled))
+        return (validation, policy.evaluate(validation, rule: rule, target: target, at: now, debugBypassEnabled: debugBypassEnabled,
+                                            ct: ctStatus(presented, rule: rule, delivered: delivered, at: now)))
+    }
+
+    /// CT for a chain under `rule`: nil without a log list, `exempt` when the host's `ct` is off.
+    func ctStatus(_ presented: [Certificate], rule: Rule, delivered: DeliveredSCTs, at now: Date) -> CTStatus? {
+        guard let ct, !presented.isEmpty else { return nil }
+        let mode = policy.ctMode(under: rule)
+        guard mode != .off else { return .exempt }
+        return .judged(ct.judge(presented, delivered: delivered, mode: mode, at: now))
     }
 
     public func validate(_ presented: [Certificate], for target: Target, trust: Trust, pins: [PinEntry]) -> ChainValidation {

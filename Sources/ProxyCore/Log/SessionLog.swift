@@ -48,19 +48,22 @@ enum SessionLog {
             if let label = match.entry.label { r["pin_label"] = .string(label) }
             r["pin_at"] = .string(match.entry.position.rawValue)
             r["pin_position"] = .int(match.position)
-            r.fields += chainFields(s.validation)
+            r.fields += chainFields(s.validation) + ctFields(s.evaluation)
         case .bypassed(let reason, let basis):
             r = LogRecord(level(of: decision), "tunnel_bypassed", identity(s) + ruleFields(s) + [
                 ("verdict", .string("bypassed")), ("would_refuse", .bool(true)), ("reason", .string(reason.rawValue)),
                 ("bypass", .string(basis.code)),
             ])
             if case .debugBypass(let until) = basis { r["bypass_until"] = .string(RFC3339.format(until)) }
-            if let detail = s.evaluation?.chainFailure?.detail { r["detail"] = .string(detail) }
-            r.fields += chainFields(s.validation) + expectedFields(s)
+            if let detail = s.evaluation?.chainFailure?.detail ?? (reason == .ctNotCompliant ? s.evaluation?.ctShortfall : nil) {
+                r["detail"] = .string(detail)
+            }
+            r.fields += chainFields(s.validation) + expectedFields(s) + ctFields(s.evaluation)
             r["hint"] = .string(hint(.policy(reason), s))
         case .unpinned(let basis):
             r = LogRecord(level(of: decision), "tunnel_unpinned", identity(s) + [("verdict", .string("unpinned")), ("reason", .string(basis.rawValue))])
-            if let rule = s.rule { r.fields += [("rule", .string(rule.name)), ("rule_line", .int(rule.line))] }
+            if let rule = s.rule, !rule.isStandIn { r.fields += [("rule", .string(rule.name)), ("rule_line", .int(rule.line))] }
+            r.fields += ctFields(s.evaluation)
         }
         return r
     }
@@ -82,7 +85,7 @@ enum SessionLog {
                 ("detail", .string(refusal.detail)),
             ])
             if let pin = s.evaluation?.denylisted { r["denylisted_pin"] = .string(pin.description) }
-            r.fields += chainFields(s.validation) + expectedFields(s)
+            r.fields += chainFields(s.validation) + expectedFields(s) + ctFields(s.evaluation)
             r["hint"] = .string(hint(refusal.code, s))
             return r
         case .closed(let reason, let closed):
@@ -120,7 +123,7 @@ enum SessionLog {
             ])
             tunnelVersion(closed, into: &r)
             if let pin = evaluation?.denylisted { r["denylisted_pin"] = .string(pin.description) }
-            r.fields += chainFields(validation) + expectedFields(s)
+            r.fields += chainFields(validation) + expectedFields(s) + ctFields(evaluation)
             r["hint"] = .string(streamHint(refusal.reason, s))
             return r
         }
@@ -240,8 +243,30 @@ enum SessionLog {
         return f
     }
 
+    /// `ct` (compliant, not_compliant, report, exempt) and the SCTs that counted, when the policy
+    /// has a log list.
+    static func ctFields(_ evaluation: Evaluation?) -> [(String, LogValue)] {
+        guard let evaluation, let status = evaluation.ct else { return [] }
+        guard case .judged(let finding) = status else { return [("ct", .string("exempt"))] }
+        let word: String
+        if finding.isCompliant {
+            word = "compliant"
+        } else if case .refused = evaluation.verdict {
+            word = "not_compliant"
+        } else {
+            word = finding.enforced == .report ? "report" : "not_compliant"  // a debug bypass let a required one through
+        }
+        var fields: [(String, LogValue)] = [("ct", .string(word))]
+        if !finding.counted.isEmpty {
+            let scts = finding.counted.map { "\($0.log.description) (\($0.operatorName)) \(RFC3339.format($0.sct.timestamp)) \($0.sct.delivery.rawValue)" }
+            fields.append(("ct_scts", .string(scts.joined(separator: "; "))))
+        }
+        if !finding.isCompliant, let shortfall = evaluation.ctShortfall { fields.append(("ct_detail", .string(shortfall))) }
+        return fields
+    }
+
     private static func ruleFields(_ s: DecisionRecord) -> [(String, LogValue)] {
-        guard let rule = s.rule else { return [] }
+        guard let rule = s.rule, !rule.isStandIn else { return [] }
         return [("rule", .string(rule.name)), ("rule_line", .int(rule.line)), ("mode", .string(rule.mode.rawValue)),
                 ("trust", .string(rule.trust.description))]
     }
@@ -288,6 +313,8 @@ enum SessionLog {
             return "the certificate does not name \(s.authority?.target.description ?? "the host"): a misconfigured server or interception"
         case .policy(.denylistedKey):
             return "a key on the deny list is in the chain; this is refused in every mode and never bypassed"
+        case .policy(.ctNotCompliant):
+            return "a publicly trusted certificate is logged in Certificate Transparency; one that is not was likely minted by an interception root (check which root issued it: ct_scts and the chain). An internal host with a private CA that logs nothing is exempted by name: a rule 'host: \(s.authority?.target.description ?? "NAME")' with ct: off"
         case .policy(.unpinnedDenied):
             return "add a rule for this host (get pins with 'pinproxy pin \(target)' from a trusted network) or set defaults.unpinned: allow"
         case .policy(.portNotAllowed):

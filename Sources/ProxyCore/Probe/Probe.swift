@@ -19,6 +19,8 @@ struct ProbeResult {
     let tlsVersion: TLSVersion?
     /// Taken from the verification cache rather than a handshake made for this CONNECT.
     var cached = false
+    /// The SCTs the server sent beside its chain (TLS extension, stapled OCSP).
+    var delivered = DeliveredSCTs.none
 }
 
 /// One TLS handshake over a connected socket; calls back once.
@@ -94,7 +96,9 @@ final class Probe {
                     "\(address) sent a certificate chain but did not prove it holds its key (\(Self.missingProof(version))) before "
                         + "\(abortText(what, errno: savedErrno)); a server that only replays a public chain is not trusted")), version: version)
             }
-            return finish(.chain(presented, proof: proof), version: version)
+            let (tlsExtension, ocspResponse) = ssl.deliveredSCTs
+            return finish(.chain(presented, proof: proof), version: version,
+                          delivered: DeliveredSCTs(tlsExtension: tlsExtension, ocspResponse: ocspResponse))
         }
         var reasons: [String] = []
         while true {
@@ -126,10 +130,10 @@ final class Probe {
         return "the handshake failed (an alert or a bad message)"
     }
 
-    private func finish(_ outcome: ProbeResult.Outcome, version: TLSVersion?) {
+    private func finish(_ outcome: ProbeResult.Outcome, version: TLSVersion?, delivered: DeliveredSCTs = .none) {
         let done = completion
         completion = nil
         release()
-        done?(ProbeResult(outcome: outcome, address: address, tlsVersion: version))
+        done?(ProbeResult(outcome: outcome, address: address, tlsVersion: version, delivered: delivered))
     }
 }

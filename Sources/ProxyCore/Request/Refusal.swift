@@ -96,6 +96,7 @@ public struct Refusal: Hashable, Sendable {
         case .policy(.pinMismatch): return (502, "Certificate Pin Mismatch", "tls_certificate_error")
         case .policy(.chainInvalid), .policy(.hostnameMismatch): return (502, "Certificate Invalid", "tls_certificate_error")
         case .policy(.denylistedKey): return (502, "Certificate Key Denylisted", "tls_certificate_error")
+        case .policy(.ctNotCompliant): return (502, "Certificate Transparency Not Compliant", "tls_certificate_error")
         case .policy(.unpinnedDenied), .policy(.portNotAllowed): return (403, "Forbidden by Pin Policy", "http_request_denied")
         case .policy(.clientNotAllowed): return (403, "Client Not Allowed", "http_request_denied")
         case .policy(.destinationProhibited): return (403, "Destination Forbidden", "destination_ip_prohibited")

@@ -35,6 +35,8 @@ struct Judgement {
     let presentedDER: [[UInt8]]
     /// The chain came from the verification cache (an earlier probe), not a handshake of its own.
     var cached = false
+    /// The SCTs the probe's server sent beside the chain, for CT (judged again on a reload).
+    var delivered = DeliveredSCTs.none
 }
 
 /// Why a session ended without a refusal: the `close_reason` of `tunnel_closed`.
@@ -266,9 +268,9 @@ struct SessionMachine {
         }
         guard let address = result.address else { preconditionFailure("a chain without the address that sent it") }
         let (validation, evaluation) = admitted.snapshot.judge(presented, target: admitted.authority.target, rule: rule, at: now,
-                                                              debugBypassEnabled: debugBypassEnabled)
+                                                              debugBypassEnabled: debugBypassEnabled, delivered: result.delivered)
         let judgement = Judgement(address: address, tlsVersion: result.tlsVersion, keyProof: proof, validation: validation, evaluation: evaluation,
-                                  presentedDER: presented.map(\.der), cached: result.cached)
+                                  presentedDER: presented.map(\.der), cached: result.cached, delivered: result.delivered)
         let judged = record(.judged(admitted, rule, judgement))
         if TestFault.evaluation.isInjected {
             return refuse(.internalError("pin evaluation failed: \(TestFault.detail)"), judged)
@@ -347,6 +349,7 @@ struct SessionMachine {
         case .pinMismatch: return "no certificate in the verified chain of \(host) matches a pin of its rule"
         case .chainInvalid, .hostnameMismatch: return "the certificate chain of \(host) is not valid: \(evaluation.chainFailure?.detail ?? reason.rawValue)"
         case .denylistedKey: return "the chain of \(host) carries a deny-listed key"
+        case .ctNotCompliant: return "the certificate of \(host) does not meet Chrome's Certificate Transparency policy: \(evaluation.ctShortfall ?? "not compliant")"
         default: return reason.rawValue
         }
     }
