@@ -64,3 +64,12 @@ extension CTLogState {
         }
     }
 }
+
+extension Policy {
+    /// `check`'s warnings about the loaded `proxy.ct_log_list`, at the line that names it.
+    public func lint(_ list: CTLogList, at now: Date) -> [LintWarning] {
+        list.warnings(at: now, maxAge: proxy.ct.maxAge).map {
+            LintWarning(line: proxy.ct.logListLine, code: $0.code, message: "\(proxy.ct.logList ?? "the CT log list"): \($0)")
+        }
+    }
+}

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import PinPolicy
+import TLSInspection
 
 struct CTListCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -36,7 +37,22 @@ struct CTListCommand: ParsableCommand {
     }
 
     func run() throws {
+        let policy = try install || config != nil ? loadPolicy(config ?? defaultConfigPath) : nil
         let bytes = try read(file)
+        let signaturePath = signature ?? CTSettings.signaturePath(forList: file)
+        // The keys the signature must verify with: --key, and with --install the policy's own, which
+        // the proxy will check it with at its next load.
+        let keys = Array(Set([key, install ? policy?.proxy.ct.logListKey : nil].compactMap { $0 })).sorted()
+        let signatureBytes = keys.isEmpty ? nil : try read(signaturePath)
+        for keyPath in keys {
+            let keyBytes = try read(keyPath)
+            do {
+                try CTListSignature.verify(list: bytes, signature: signatureBytes ?? [], publicKey: keyBytes)
+            } catch {
+                Output.err("\(file): error: signature \(signaturePath), key \(keyPath): \(error)")
+                throw ExitCode(1)
+            }
+        }
         let list: CTLogList
         do {
             list = try CTLogList.parse(bytes)
@@ -44,12 +60,52 @@ struct CTListCommand: ParsableCommand {
             Output.err("\(file): error: \(error)")
             throw ExitCode(1)
         }
-        let maxAge = CTLogList.defaultMaxAge
+        let maxAge = policy?.proxy.ct.maxAge ?? CTLogList.defaultMaxAge
         let now = Date()
         for line in Self.report(list, file: file, maxAge: maxAge, at: now) { Output.out(line) }
+        for keyPath in keys { Output.out("signature \(signaturePath) verifies with \(keyPath)") }
         for warning in list.warnings(at: now, maxAge: maxAge) {
             Output.out("\(file): warning[\(warning.code)]: \(warning)")
         }
+        if install, let policy {
+            try installList(bytes, list, signature: signatureBytes, policy: policy)
+        }
+    }
+
+    /// The policy file, or its errors and exit 1 (`check`'s form).
+    private func loadPolicy(_ path: String) throws -> Policy {
+        do {
+            return try PolicyLoader.load(file: path, pinFiles: PinFiles.loader)
+        } catch {
+            Output.loadErrors(error)
+            Output.err("\(path): \(error.errors.count) error\(error.errors.count == 1 ? "" : "s"); the policy was not loaded")
+            throw ExitCode(1)
+        }
+    }
+
+    /// Copies the list (signature first, so that once the new list is in place its signature is
+    /// too) over `proxy.ct_log_list`, unless the list installed there is newer.
+    private func installList(_ bytes: [UInt8], _ list: CTLogList, signature: [UInt8]?, policy: Policy) throws {
+        guard let target = policy.proxy.ct.logList else {
+            Output.err("\(policy.source): error: proxy.ct_log_list is not set; --install copies the list where it points (e.g. /var/lib/pinproxy/ct/log_list.json)")
+            throw ExitCode(1)
+        }
+        // A list older than the one in place is refused: replaying an old signed list would bring
+        // back a log distrusted since. One that does not load is replaced.
+        if let installed = try? CTLogList.parse(PlainFile.contents(of: target, limit: Self.sizeLimit)), list.timestamp < installed.timestamp {
+            Output.err("\(file): error: published \(RFC3339.format(list.timestamp)), before the list installed in \(target) (\(RFC3339.format(installed.timestamp))); "
+                + "an older list could bring back a log distrusted since. To go back on purpose, remove \(target) first")
+            throw ExitCode(1)
+        }
+        let signatureTarget = CTSettings.signaturePath(forList: target)
+        do {
+            if let signature { try AtomicFile.replace(signatureTarget, with: signature) }
+            try AtomicFile.replace(target, with: bytes)
+        } catch {
+            Output.err("\(file): error: \(error)")
+            throw ExitCode(1)
+        }
+        Output.out("installed \(target)\(signature == nil ? "" : " and \(signatureTarget)"); reload pinproxy to use it (systemctl reload pinproxy)")
     }
 
     /// The file's bytes, or its read error in `file: error:` form and exit 1.
