@@ -118,8 +118,9 @@ struct CTListCommand: ParsableCommand {
         }
     }
 
-    /// Google's list is about 100 KiB; a file 100 times that is not a log list.
-    static let sizeLimit = 16 << 20
+    /// The proxy's own limit for the list (Google's is about 100 KiB): a list ct-list accepts, the
+    /// proxy reads.
+    static let sizeLimit = 8 << 20
 
     /// The list as `ct-list` prints it: a heading, one block per operator, a summary line.
     static func report(_ list: CTLogList, file: String, maxAge: TimeInterval, at now: Date) -> [String] {
