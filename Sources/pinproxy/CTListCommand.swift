@@ -37,7 +37,7 @@ struct CTListCommand: ParsableCommand {
     }
 
     func run() throws {
-        let policy = try install || config != nil ? loadPolicy(config ?? defaultConfigPath) : nil
+        let policy: Policy? = install || config != nil ? try loadPolicy(config ?? defaultConfigPath) : nil
         let bytes = try read(file)
         let signaturePath = signature ?? CTSettings.signaturePath(forList: file)
         // The keys the signature must verify with: --key, and with --install the policy's own, which
@@ -83,8 +83,9 @@ struct CTListCommand: ParsableCommand {
         }
     }
 
-    /// Copies the list (signature first, so that once the new list is in place its signature is
-    /// too) over `proxy.ct_log_list`, unless the list installed there is newer.
+    /// Copies the list (and its signature) over `proxy.ct_log_list`, unless the list installed there
+    /// is newer. Both files are staged before either replaces anything; the signature goes first, so
+    /// that once the new list is in place its signature is too.
     private func installList(_ bytes: [UInt8], _ list: CTLogList, signature: [UInt8]?, policy: Policy) throws {
         guard let target = policy.proxy.ct.logList else {
             Output.err("\(policy.source): error: proxy.ct_log_list is not set; --install copies the list where it points (e.g. /var/lib/pinproxy/ct/log_list.json)")
@@ -98,10 +99,13 @@ struct CTListCommand: ParsableCommand {
             throw ExitCode(1)
         }
         let signatureTarget = CTSettings.signaturePath(forList: target)
+        var staged: [StagedFile] = []
         do {
-            if let signature { try AtomicFile.replace(signatureTarget, with: signature) }
-            try AtomicFile.replace(target, with: bytes)
+            if let signature { staged.append(try StagedFile.stage(signatureTarget, with: signature)) }
+            staged.append(try StagedFile.stage(target, with: bytes))
+            for file in staged { try file.commit() }
         } catch {
+            for file in staged { file.discard() }  // what was committed is gone already; the rest is left as it was
             Output.err("\(file): error: \(error)")
             throw ExitCode(1)
         }
