@@ -156,7 +156,8 @@ struct CheckCommand: ParsableCommand {
         var healthy = true
         do {
             let seen = try OneShotProbe.run(authority, policy: policy)
-            let (validation, evaluation) = snapshot.judge(seen.presented, target: target, rule: rule, at: Date(), debugBypassEnabled: false)
+            let (validation, evaluation) = snapshot.judge(seen.presented, target: target, rule: rule, at: Date(), debugBypassEnabled: false,
+                                                  delivered: seen.delivered)
             switch evaluation.verdict {
             case .allowed(let match):
                 Output.out("\(prefix) matches (\(match.entry.pin) at position \(match.position)) via \(seen.address.ip) \(seen.tlsVersion)")
@@ -164,7 +165,8 @@ struct CheckCommand: ParsableCommand {
                     Output.out("\(prefix) warning[no_real_backup]: every pin of the rule matched this one chain, so none of them is a real backup; \(BackupRule.advice)")
                 }
             case .refused(let reason):
-                Output.out("\(prefix) would be REFUSED: \(reason.rawValue)\(validation.failureDetail) via \(seen.address.ip)")
+                let ct = evaluation.ctShortfall.map { ": \($0)" } ?? ""
+                Output.out("\(prefix) would be REFUSED: \(reason.rawValue)\(reason == .ctNotCompliant ? ct : validation.failureDetail) via \(seen.address.ip)")
                 healthy = false
             case .bypassed(let reason, _):
                 Output.out("\(prefix) does not match (\(reason.rawValue)\(validation.failureDetail)); mode: report lets it through")

@@ -243,7 +243,8 @@ struct PinCommand: ParsableCommand {
         guard rule.mode != .unpinned else {
             return "# The policy's rule for this target is at line \(rule.line) ('\(rule.name)', mode: unpinned): it checks no pins."
         }
-        let (validation, evaluation) = snapshot.judge(seen.presented, target: target, rule: rule, at: Date(), debugBypassEnabled: false)
+        let (validation, evaluation) = snapshot.judge(seen.presented, target: target, rule: rule, at: Date(), debugBypassEnabled: false,
+                                                  delivered: seen.delivered)
         switch evaluation.verdict {
         case .allowed(let match):
             let matches = "# MATCHES rule at line \(rule.line) (pin \(match.entry.pin) at position \(match.position))."

@@ -139,6 +139,7 @@ public final class Proxy {
         rotationTimer = Timer(loop: loop, after: rotation.clock.tickInterval, repeating: true) { [weak self] in
             guard let self else { return }
             if let banner = rotation.bypassBanner(snapshot.policy, enabled: debugBypassEnabled) { logger.emit(banner) }
+            if let book = snapshot.ct, let stale = ctListLog.tick(book, at: rotation.clock.now()) { logger.emit(stale) }
         }
         MemoryTrim.run()  // glibc's arenas set up here, before any worker thread trims
         keyLog?.start()
@@ -289,6 +290,7 @@ public final class Proxy {
     private func reloaded(fields: [(String, LogValue)], policy: Policy, previous: Policy, checked: Int, closed: Int) {
         logger.emit(LogRecord(.info, "policy_reloaded", fields + [("tunnels_checked", .int(checked)), ("tunnels_closed", .int(closed))]))
         logLint(policy)
+        logCTList()
         logRestartNeeded(from: previous, to: policy)
     }
 
@@ -309,6 +311,7 @@ public final class Proxy {
         let policy = snapshot.policy
         logger.emit(LogRecord(.info, "policy_loaded", policyFields(policy)))
         logLint(policy)
+        logCTList()
         var fields: [(String, LogValue)] = [
             ("listen", .string(boundAddresses.map(\.description).joined(separator: ","))),
             ("rules", .int(policy.rules.count)), ("pinsets", .int(policy.pinsets.count)),
@@ -339,6 +342,14 @@ public final class Proxy {
         [("source", .string(policy.source)), ("rules", .int(policy.rules.count)), ("pinsets", .int(policy.pinsets.count)),
          ("deny", .int(policy.deny.count)), ("unpinned", .string(policy.defaults.unpinned.rawValue))]
     }
+
+    private func logCTList() {
+        guard let book = snapshot.ct else { return }
+        for line in ctListLog.loaded(book, at: rotation.clock.now()) { logger.emit(line) }
+    }
+
+    /// When `ct_list_stale` was last said.
+    private var ctListLog = CTListLog()
 
     private func logLint(_ policy: Policy) {
         for warning in policy.lint(at: Date()) {

@@ -43,8 +43,8 @@ public final class PolicySnapshot: Sendable {
         judge(presented, target: target, rule: rule, at: now, debugBypassEnabled: debugBypassEnabled, delivered: .none)
     }
 
-    func judge(_ presented: [Certificate], target: Target, rule: Rule, at now: Date, debugBypassEnabled: Bool,
-               delivered: DeliveredSCTs) -> (ChainValidation, Evaluation) {
+    public func judge(_ presented: [Certificate], target: Target, rule: Rule, at now: Date, debugBypassEnabled: Bool,
+                      delivered: DeliveredSCTs) -> (ChainValidation, Evaluation) {
         let validation = validate(presented, for: target, trust: rule.trust, pins: rule.pins)
         return (validation, policy.evaluate(validation, rule: rule, target: target, at: now, debugBypassEnabled: debugBypassEnabled,
                                             ct: ctStatus(presented, rule: rule, delivered: delivered, at: now)))

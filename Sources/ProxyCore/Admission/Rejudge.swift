@@ -30,6 +30,7 @@ enum ReloadCause: Equatable, Sendable {
         case .addressDenied(let address): return "the tunnel's address \(address) is in the reloaded deny_destinations"
         case .admissionRefused: return "the reloaded policy refuses this CONNECT before any chain is looked at"
         case .pinnedWithoutChain(let target, let line):
+            guard line > 0 else { return "the reloaded policy's defaults.ct judges the chain of \(target); this tunnel was opened unpinned, with no chain to judge" }
             return "the reloaded policy pins \(target) (rule at line \(line)); this tunnel was opened unpinned, with no chain to judge"
         case .chainUnparsable: return "a certificate of the tunnel's chain no longer parses"
         case .chainRefused(let reason, let failure): return "the reloaded policy refuses the tunnel's chain: \(failure ?? reason.rawValue)"
@@ -48,8 +49,8 @@ extension PolicySnapshot {
     /// no new handshake: the client and target as admitted, the address it reached, and the chain
     /// it was judged on (the stream's when the stream check read one, else the probe's; nil when it
     /// was opened unpinned).
-    func rejudge(_ authority: Authority, client: IPAddress, address: IPAddress?, chain: [[UInt8]]?, at now: Date,
-                 debugBypassEnabled: Bool) -> ReloadVerdict {
+    func rejudge(_ authority: Authority, client: IPAddress, address: IPAddress?, chain: [[UInt8]]?, delivered: DeliveredSCTs = .none,
+                 at now: Date, debugBypassEnabled: Bool) -> ReloadVerdict {
         // No loop to look for: the tunnel is open, so its address was not pinproxy's own.
         let destinations = DestinationFilter(deny: policy.proxy.denyDestinations) { _ in false }
         if let address, destinations.entry(denying: address) != nil { return .closes(.addressDenied(address)) }
@@ -61,7 +62,8 @@ extension PolicySnapshot {
         case .probe(let rule):
             guard let chain, !chain.isEmpty else { return .closes(.pinnedWithoutChain(authority.target, ruleLine: rule.line)) }
             guard let presented = Certificate.chain(fromDER: chain) else { return .closes(.chainUnparsable) }
-            let (_, evaluation) = judge(presented, target: authority.target, rule: rule, at: now, debugBypassEnabled: debugBypassEnabled)
+            let (_, evaluation) = judge(presented, target: authority.target, rule: rule, at: now, debugBypassEnabled: debugBypassEnabled,
+                                        delivered: delivered)
             guard case .refused(let reason) = evaluation.verdict else { return .stands }
             return .closes(.chainRefused(reason, failure: evaluation.chainFailure?.detail))
         }

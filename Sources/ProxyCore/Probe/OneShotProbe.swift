@@ -13,6 +13,8 @@ public enum OneShotProbe {
         /// How the server proved it holds its key (not `.handshakeCompleted` when it then asked for
         /// a client certificate and aborted).
         public let proof: KeyProof
+        /// The SCTs the server sent beside its chain (TLS extension, stapled OCSP), for CT.
+        public let delivered: DeliveredSCTs
     }
 
     public struct Failure: Error, CustomStringConvertible {
@@ -41,7 +43,8 @@ public enum OneShotProbe {
                 switch result.outcome {
                 case .failed(let refusal): finish(.failure(Failure(description: refusal.detail)))
                 case .chain(let certificates, let proof):
-                    finish(.success(Seen(presented: certificates, address: result.address!, tlsVersion: result.tlsVersion?.description ?? "", proof: proof)))
+                    finish(.success(Seen(presented: certificates, address: result.address!, tlsVersion: result.tlsVersion?.description ?? "", proof: proof,
+                                                   delivered: result.delivered)))
                 }
             }
         }
@@ -56,7 +59,8 @@ public enum OneShotProbe {
                 switch result.outcome {
                 case .failed(let refusal): finish(.failure(Failure(description: refusal.detail)))
                 case .chain(let certificates, let proof):
-                    finish(.success(Seen(presented: certificates, address: result.address!, tlsVersion: result.tlsVersion?.description ?? "", proof: proof)))
+                    finish(.success(Seen(presented: certificates, address: result.address!, tlsVersion: result.tlsVersion?.description ?? "", proof: proof,
+                                                   delivered: result.delivered)))
                 }
             }
         } else {

@@ -143,11 +143,13 @@ final class Session {
         guard case .relaying(let relay, _) = work, case .relaying(let admitted, let passage, let address) = machine.state else { return }
         var probe: Judgement?
         if case .pinned(_, let judgement, _) = passage { probe = judgement }
-        let chain = relay.check?.summary.judged?.der ?? probe?.presentedDER
+        let judged = relay.check?.summary.judged
+        let chain = judged?.der ?? probe?.presentedDER
+        let delivered = judged?.delivered ?? probe?.delivered ?? .none
         // Through a parent proxy the address is the parent's: `deny_destinations` judged the target.
         let viaParent = admitted.snapshot.policy.proxy.upstreamProxy != nil
-        let verdict = fresh.rejudge(admitted.authority, client: client.ip, address: viaParent ? nil : address.ip, chain: chain, at: Date(),
-                                    debugBypassEnabled: worker.debugBypassEnabled)
+        let verdict = fresh.rejudge(admitted.authority, client: client.ip, address: viaParent ? nil : address.ip, chain: chain,
+                                    delivered: delivered, at: Date(), debugBypassEnabled: worker.debugBypassEnabled)
         guard case .closes(let cause) = verdict else {
             relay.check?.policyChanged(to: fresh)
             return

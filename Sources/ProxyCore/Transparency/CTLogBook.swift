@@ -4,13 +4,24 @@ import TLSInspection
 
 /// The SCTs a server delivered beside its certificate in one handshake: the TLS extension's list
 /// and a stapled OCSP response, unread. Embedded SCTs travel in the leaf itself.
-struct DeliveredSCTs: Equatable, Sendable {
+public struct DeliveredSCTs: Hashable, Sendable {
     /// The `signed_certificate_timestamp` extension's SignedCertificateTimestampList.
     var tlsExtension: [UInt8]? = nil
     /// The stapled DER OCSPResponse.
     var ocspResponse: [UInt8]? = nil
 
-    static let none = DeliveredSCTs()
+    public static let none = DeliveredSCTs()
+
+    init(tlsExtension: [UInt8]? = nil, ocspResponse: [UInt8]? = nil) {
+        self.tlsExtension = tlsExtension
+        self.ocspResponse = ocspResponse
+    }
+
+    /// What a TLS 1.3 server put in its leaf's CertificateEntry (read with the key log or on a mirror).
+    init(_ flight: TLS13VerifiedFlight) {
+        tlsExtension = flight.leafSCTList
+        ocspResponse = flight.leafOCSPStatus.flatMap { try? stapledOCSPResponse(certificateStatus: $0) }
+    }
 }
 
 /// A CT log list loaded for one policy snapshot, with its logs' keys: what every chain's SCTs are
@@ -72,20 +83,41 @@ final class CTLogBook: @unchecked Sendable {
     /// the entry embedded SCTs sign, and its name in a stapled OCSP response's certificate id.
     func judge(_ presented: [Certificate], delivered: DeliveredSCTs, mode: CTMode, at now: Date) -> CTFinding {
         let leaf = presented[0]
+        let key = CheckedKey(leaf: leaf.der, issuer: presented.count > 1 ? presented[1].der : nil, delivered: delivered)
+        let facts = checked.withLock { $0[key] } ?? check(presented, delivered: delivered)
+        checked.withLock { memo in
+            if memo[key] == nil && memo.count >= Self.checkedCapacity { memo.removeAll(keepingCapacity: true) }
+            memo[key] = facts
+        }
+        let verdict = CTPolicy.chrome.evaluate(notBefore: leaf.facts.notBefore, notAfter: leaf.facts.notAfter, scts: facts, list: list, at: now)
+        var enforced = mode
+        if mode == .require, settings.staleList == .report, case .stale = freshness(at: now) { enforced = .report }
+        return CTFinding(mode: mode, enforced: enforced, verdict: verdict)
+    }
+
+    /// The SCTs a leaf came with, their signatures checked: the same for every CONNECT that sees the
+    /// same bytes under this list (their verdict is not: it depends on the time), so a warm CONNECT
+    /// does not verify them again. Bounded; a reload makes a new book and so a new memo.
+    private struct CheckedKey: Hashable {
+        let leaf: [UInt8]
+        let issuer: [UInt8]?
+        let delivered: DeliveredSCTs
+    }
+    private let checked = Locked<[CheckedKey: [SCTFacts]]>([:])
+    private static let checkedCapacity = 1024
+
+    private func check(_ presented: [Certificate], delivered: DeliveredSCTs) -> [SCTFacts] {
+        let leaf = presented[0]
         let issuer = presented.count > 1 ? presented[1] : nil
         var scts = (try? leaf.embeddedSCTs()) ?? []
         if let list = delivered.tlsExtension { scts += (try? SignedCertificateTimestamp.list(list, delivery: .tlsExtension)) ?? [] }
         if let response = delivered.ocspResponse, let issuer {
             scts += (try? SignedCertificateTimestamp.stapled(ocspResponse: response, leaf: leaf, issuer: issuer)) ?? []
         }
-        let facts = SCTEntries(leaf: leaf, issuer: issuer).check(scts, keys: keys).compactMap { checked -> SCTFacts? in
+        return SCTEntries(leaf: leaf, issuer: issuer).check(scts, keys: keys).compactMap { checked -> SCTFacts? in
             guard let id = CTLogID(checked.logID) else { return nil }
             return SCTFacts(logID: id, timestamp: Date(timeIntervalSince1970: Double(checked.timestamp) / 1000),
                             delivery: checked.delivery, signatureVerified: checked.verified)
         }
-        let verdict = CTPolicy.chrome.evaluate(notBefore: leaf.facts.notBefore, notAfter: leaf.facts.notAfter, scts: facts, list: list, at: now)
-        var enforced = mode
-        if mode == .require, settings.staleList == .report, case .stale = freshness(at: now) { enforced = .report }
-        return CTFinding(mode: mode, enforced: enforced, verdict: verdict)
     }
 }

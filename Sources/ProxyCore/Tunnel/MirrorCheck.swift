@@ -14,7 +14,7 @@ final class MirrorCheck {
         case pending
         /// The server showed this chain and proved its key (TLS 1.3: CertificateVerify over the
         /// mirror's transcript and Finished; TLS ≤ 1.2: in clear, as the stream check reads it).
-        case shown(chain: [[UInt8]], version: UInt16)
+        case shown(chain: [[UInt8]], version: UInt16, delivered: DeliveredSCTs)
         /// The mirror's flight does not verify (a signature, a Finished, bytes that do not parse).
         case failed(String)
         /// The server did not answer the mirror as it answered the tunnel: the connection failed,
@@ -156,9 +156,9 @@ final class MirrorCheck {
             phase = .awaitingSecondHello(handshake)
             if let second = secondHello { retry(with: second) }
         case .tls12(let chain):
-            decide(.shown(chain: chain, version: 0x0303))
+            decide(.shown(chain: chain, version: 0x0303, delivered: .none))  // TLS-extension SCTs of a 1.2 mirror are not kept
         case .verified(let flight):
-            decide(.shown(chain: flight.chain, version: 0x0304))
+            decide(.shown(chain: flight.chain, version: 0x0304, delivered: DeliveredSCTs(flight)))
         case .unverifiable(let why):
             // Only a key share the client itself sent, in a group pinproxy cannot compute (a
             // post-quantum hybrid), leaves the tunnel to the probe, saying so. Anything else the

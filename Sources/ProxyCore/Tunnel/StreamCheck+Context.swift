@@ -52,12 +52,16 @@ extension StreamCheck {
         }
 
         /// A reload the open tunnel survived: what is still to judge is judged under the new policy,
-        /// no longer by the probe's judgement. A policy that no longer pins the host left the tunnel
-        /// standing unpinned, so the check goes on as for an unpinned tunnel.
+        /// no longer by the probe's judgement. A policy that no longer checks the host's chain (no
+        /// pins, no CT) left the tunnel standing unchecked, so the check goes on as for an unpinned tunnel.
         mutating func policyChanged(to snapshot: PolicySnapshot) {
             self.snapshot = snapshot
             guard isPinned else { return }
-            pinning = snapshot.policy.rule(for: authority).map { .pinned(rule: $0, probe: nil) } ?? .unpinned
+            if case .probe(let rule) = AdmissionGate.admitFromAnyClient(authority, policy: snapshot.policy, kind: .connect) {
+                pinning = .pinned(rule: rule, probe: nil)
+            } else {
+                pinning = .unpinned
+            }
         }
 
         /// What lets a would-refuse of this tunnel through now: an active debug bypass for its

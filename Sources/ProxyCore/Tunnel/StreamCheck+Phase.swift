@@ -20,6 +20,9 @@ extension StreamCheck {
         /// TLS ≤ 1.2: the server's bytes are held until its Certificate is judged, or until it goes
         /// on without one (a resumption, verified against the ledger).
         case tls12Certificate(Hellos)
+        /// TLS ≤ 1.2: the Certificate is read (after `issued`, when resuming), and judged at the next
+        /// message, which may be the CertificateStatus whose stapled OCSP response carries SCTs.
+        case tls12Chain(Hellos, chain: [[UInt8]], issued: [ResumptionLedger.Credential])
         /// TLS ≤ 1.2: the chain passed; the server's tickets are read up to its ChangeCipherSpec.
         /// `credentials` are this handshake's session id and tickets, recorded only once the client
         /// shows that the server proved its key (see `watchingApplicationData`).
@@ -42,7 +45,7 @@ extension StreamCheck {
             switch self {
             case .awaitingServerHello(_, let checks): return checks
             case .tls13Held(_, let checks): return checks
-            case .awaitingClientHello, .tls12Certificate, .tls12Judged, .resumption, .watchingApplicationData, .done: return nil
+            case .awaitingClientHello, .tls12Certificate, .tls12Chain, .tls12Judged, .resumption, .watchingApplicationData, .done: return nil
             }
         }
 

@@ -84,7 +84,7 @@ extension StreamCheck {
         case .opened(let flight):
             if flight.chain.isEmpty {
                 if let refusal = resumeTLS13(hellos, keyLog, now) { return refusal }
-            } else if let refusal = judge(flight.chain, now, verifying: .probeAndKeylog) {
+            } else if let refusal = judge(flight.chain, now, verifying: .probeAndKeylog, delivered: DeliveredSCTs(flight)) {
                 return refusal
             }
             // Tickets count only from a tunnel verified without a bypass.
@@ -136,8 +136,8 @@ extension StreamCheck {
         switch progress {
         case .pending:
             return
-        case .shown(let chain, _):
-            if let refusal = judge(chain, now, verifying: .probeAndMirror, stage: .mirror) { finding = .refused(refusal) } else { finding = .passed }
+        case .shown(let chain, _, let delivered):
+            if let refusal = judge(chain, now, verifying: .probeAndMirror, stage: .mirror, delivered: delivered) { finding = .refused(refusal) } else { finding = .passed }
         case .failed(let detail):
             let refusal = refuse(.mirrorInvalid, "the server's flight on the mirror check does not verify: \(detail)", now, stage: .mirror)
             if case .refuse = refusal {

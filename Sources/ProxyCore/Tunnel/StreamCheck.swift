@@ -159,7 +159,7 @@ final class StreamCheck {
         switch phase {
         case .tls13Held(let hellos, let checks): return heldServerBytes(bytes, hellos, checks, now)
         case .watchingApplicationData, .done: return .done
-        case .awaitingClientHello, .awaitingServerHello, .tls12Certificate, .tls12Judged, .resumption: break
+        case .awaitingClientHello, .awaitingServerHello, .tls12Certificate, .tls12Chain, .tls12Judged, .resumption: break
         }
         let events: [ServerFlightEvent]
         do {
@@ -179,13 +179,24 @@ final class StreamCheck {
 
     /// One event of the server's first flight: the answer, or nil to read on.
     private func read(_ event: ServerFlightEvent, isLast: Bool, _ now: Date) -> Inspection? {
+        if case .tls12Chain(let hellos, let chain, let issued) = phase {
+            // The message after the Certificate: a CertificateStatus brings a stapled OCSP response.
+            var delivered = DeliveredSCTs(tlsExtension: hellos.server.sctList)
+            var isStatus = false
+            if case .otherHandshake(let type, let raw) = event, type == 22 {
+                isStatus = true
+                delivered.ocspResponse = try? stapledOCSPResponse(certificateStatus: Array(raw.dropFirst(4)))
+            }
+            if let refusal = certificate(chain, hellos, issued: issued, delivered: delivered, now) { return refusal }
+            if isStatus { return nil }
+        }
         switch (event, phase) {
         case (.serverHello(let hello), _):
             return serverHello(hello, isLast: isLast, now)
         case (.certificate(let ders), .tls12Certificate(let hellos)):
-            return certificate(ders, hellos, issued: [], now)
+            phase = .tls12Chain(hellos, chain: ders, issued: [])
         case (.certificate(let ders), .resumption(let hellos, let issued)):
-            return certificate(ders, hellos, issued: issued, now)
+            phase = .tls12Chain(hellos, chain: ders, issued: issued)
         case (.certificate, _):
             return refuse(.malformedTLS, "a Certificate out of order", now)
         case (.newSessionTicket(let ticket), .tls12Certificate(let hellos)):
@@ -213,8 +224,9 @@ final class StreamCheck {
 
     /// A TLS ≤ 1.2 Certificate, judged; a chain that passes adds the session id to what the
     /// handshake `issued` so far.
-    private func certificate(_ ders: [[UInt8]], _ hellos: Hellos, issued: [ResumptionLedger.Credential], _ now: Date) -> Inspection? {
-        if let refusal = judge(ders, now) { return refusal }
+    private func certificate(_ ders: [[UInt8]], _ hellos: Hellos, issued: [ResumptionLedger.Credential], delivered: DeliveredSCTs,
+                             _ now: Date) -> Inspection? {
+        if let refusal = judge(ders, now, delivered: delivered) { return refusal }
         var credentials = issued
         if let verdict = summary.judged?.evaluation.verdict, case .allowed = verdict { credentials.append(.sessionID(hellos.server.sessionID)) }
         phase = .tls12Judged(hellos, credentials: credentials)
@@ -275,7 +287,7 @@ final class StreamCheck {
     /// The chain the client is about to receive, judged like the probe's: nil when it passes (or is
     /// let through), else the refusal.
     func judge(_ ders: [[UInt8]], _ now: Date, verifying verification: Verification = .probeAndStream,
-                       stage: StreamStage = .stream) -> Inspection? {
+               stage: StreamStage = .stream, delivered: DeliveredSCTs = .none) -> Inspection? {
         // A reload that no longer pins the host left nothing to judge by.
         guard case .pinned(let rule, let probe) = context.pinning else { return nil }
         let validation: ChainValidation, evaluation: Evaluation
@@ -287,9 +299,9 @@ final class StreamCheck {
                 return refuse(.malformedTLS, "a certificate in the server's Certificate message does not parse", now, stage: stage)
             }
             (validation, evaluation) = context.snapshot.judge(presented, target: context.authority.target, rule: rule, at: now,
-                                                              debugBypassEnabled: context.debugBypassEnabled)
+                                                              debugBypassEnabled: context.debugBypassEnabled, delivered: delivered)
         }
-        let judged = StreamSummary.JudgedChain(der: ders, validation: validation, evaluation: evaluation)
+        let judged = StreamSummary.JudgedChain(der: ders, validation: validation, evaluation: evaluation, delivered: delivered)
         // The tunnel's own chain (stream, key log) is what its lines show; a mirror's, until one
         // is judged, or when it is the refusal's evidence.
         let refused: Bool

@@ -20,6 +20,8 @@ struct StreamSummary {
         let der: [[UInt8]]
         let validation: ChainValidation
         let evaluation: Evaluation
+        /// The SCTs delivered beside it (judged again on a reload).
+        var delivered = DeliveredSCTs.none
     }
 
     /// How the tunnel was verified, leaving aside what was let through.
