@@ -29,7 +29,7 @@ func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, ar
         #expect(r.stderr == """
             \(path):5:11: error: bad host pattern '**': a bare '*' or '**' matches everything; list the domains instead
             \(path):6:12: error: SHA-1 pins are refused; use a SHA-256 pin (spki-sha256:…)
-            \(path):7:5: error: unknown key 'colour' in a rule; known keys: host, ip, ports, pins, pinset, mode, trust, expires, on_expiry, require_keylog, quarantine, mirror_checks
+            \(path):7:5: error: unknown key 'colour' in a rule; known keys: host, ip, ports, pins, pinset, mode, trust, expires, on_expiry, require_keylog, quarantine, mirror_checks, ct
             \(path): 3 errors; the policy was not loaded
 
             """)
