@@ -102,12 +102,47 @@ import TestSupport
         #expect(starved.stop() == 0)
         collect(starved.lines)
 
+        collect(try certificateTransparencyLines(format: format))
+
         let broken = try temporaryFile("version: 1\ndefaults: {unpinned: maybe}\n")
         collect(try run(Paths.pinproxy, ["run", "--config", broken, "--log-format", format], timeout: 20).stderr.split(separator: "\n").map { parseLogLine(String($0)) })
         let open = try temporaryFile(config)
         collect(try run(Paths.pinproxy, ["run", "--config", open, "--log-format", format, "--listen", "0.0.0.0:0"], timeout: 20).stderr.split(separator: "\n").map { parseLogLine(String($0)) })
         _ = (rogue, rotated, genuine13, rogue13, interceptor)
         return (events, keys)
+    }
+
+    /// A stale log list (`ct_list_loaded`, `ct_list_stale`), a logged leaf (`ct=compliant`, `ct_scts`)
+    /// and an unlogged one let through as report (`ct_detail`), from the CT test PKI made now.
+    func certificateTransparencyLines(format: String) throws -> [[String: String]] {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(try run("/usr/bin/env", ["python3", Paths.fixture("ct/make-ct-fixtures.py"), "--out", dir]).status == 0)
+        let list = try String(contentsOfFile: "\(dir)/log_list.json", encoding: .utf8)
+        let stamp = try #require(list.firstRange(of: /"log_list_timestamp": "[^"]*"/))
+        try list.replacingCharacters(in: stamp, with: #""log_list_timestamp": "2020-01-01T00:00:00Z""#)
+            .write(toFile: "\(dir)/log_list.json", atomically: true, encoding: .utf8)
+        let logged = try Upstream(name: "logged", extra: ["--cert", "\(dir)/two-operators.chain.pem", "--key", "\(dir)/two-operators.key.pem"])
+        let unlogged = try Upstream(name: "unlogged", extra: ["--cert", "\(dir)/no-sct.chain.pem", "--key", "\(dir)/no-sct.key.pem"])
+        let proxy = try ProxyProcess(config: """
+            version: 1
+            proxy:
+              allowed_ports: [\(logged.port), \(unlogged.port)]
+              deny_destinations: [link-local]
+              dns: { nameservers: [], hosts_file: none }
+              ct_log_list: \(dir)/log_list.json
+            defaults: { unpinned: allow, ct: require }
+            resolve:
+              two-operators.ct.pinproxy.test: 127.0.0.1
+              no-sct.ct.pinproxy.test: 127.0.0.1
+            """, arguments: ["--log-format", format])
+        for (name, port) in [("two-operators", logged.port), ("no-sct", unlogged.port)] {
+            _ = try rawResponseHead(port: proxy.port, send: Array("CONNECT \(name).ct.pinproxy.test:\(port) HTTP/1.1\r\n\r\n".utf8))
+        }
+        #expect(proxy.waitFor("tunnel_unpinned") { $0["ct"] == "compliant" } != nil)
+        #expect(proxy.waitFor("tunnel_bypassed") { $0["bypass"] == "ct_stale_list" && $0["ct"] == "report" } != nil)
+        #expect(proxy.stop() == 0)
+        return proxy.lines
     }
 
     @Test func theLogReferenceKeyTableEqualsTheKeysEmittedInBothFormats() throws {

@@ -264,6 +264,8 @@ final class Worker: @unchecked Sendable {
             if case .noRealBackup = warning, !shared.rotation.noRealBackupDue(evaluation.rule) { continue }
             logger.emit(SessionLog.warning(warning, record: record))
         }
+        // Rotation is about pins: a host looked at only for CT has none to rotate.
+        guard evaluation.rule.mode != .unpinned else { return }
         for line in shared.rotation.judged(record, evaluation: evaluation) { logger.emit(line) }
     }
 

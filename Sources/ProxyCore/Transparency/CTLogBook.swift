@@ -105,16 +105,21 @@ final class CTLogBook: @unchecked Sendable {
     }
     private let checked = Locked<[CheckedKey: [SCTFacts]]>([:])
     private static let checkedCapacity = 1024
+    static let sctsPerDelivery = 12
 
     private func check(_ presented: [Certificate], delivered: DeliveredSCTs) -> [SCTFacts] {
         let leaf = presented[0]
         let issuer = presented.count > 1 ? presented[1] : nil
-        var scts = (try? leaf.embeddedSCTs()) ?? []
-        if let list = delivered.tlsExtension { scts += (try? SignedCertificateTimestamp.list(list, delivery: .tlsExtension)) ?? [] }
-        if let response = delivered.ocspResponse, let issuer {
-            scts += (try? SignedCertificateTimestamp.stapled(ocspResponse: response, leaf: leaf, issuer: issuer)) ?? []
+        // At most `sctsPerDelivery` of each kind: a compliant certificate needs 3 at most, and a server
+        // that sends hundreds naming a listed log would otherwise buy a signature check with each.
+        var scts = ((try? leaf.embeddedSCTs()) ?? []).prefix(Self.sctsPerDelivery)
+        if let list = delivered.tlsExtension {
+            scts += ((try? SignedCertificateTimestamp.list(list, delivery: .tlsExtension)) ?? []).prefix(Self.sctsPerDelivery)
         }
-        return SCTEntries(leaf: leaf, issuer: issuer).check(scts, keys: keys).compactMap { checked -> SCTFacts? in
+        if let response = delivered.ocspResponse, let issuer {
+            scts += ((try? SignedCertificateTimestamp.stapled(ocspResponse: response, leaf: leaf, issuer: issuer)) ?? []).prefix(Self.sctsPerDelivery)
+        }
+        return SCTEntries(leaf: leaf, issuer: issuer).check(Array(scts), keys: keys).compactMap { checked -> SCTFacts? in
             guard let id = CTLogID(checked.logID) else { return nil }
             return SCTFacts(logID: id, timestamp: Date(timeIntervalSince1970: Double(checked.timestamp) / 1000),
                             delivery: checked.delivery, signatureVerified: checked.verified)
