@@ -112,6 +112,20 @@ import TestSupport
         #expect(proxy.events("tunnel_refused").isEmpty)
     }
 
+    /// `require_keylog` is about pinned hosts: a host checked for CT only is verified by the mirror
+    /// check when its client writes no key log, not refused.
+    @Test func requireKeylogDoesNotApplyToHostsCheckedForCTOnly() throws {
+        let path = try memoryDirectory() + "/keylog"
+        let server = try ct.serve("two-operators", tls: "1.3")
+        let yaml = ct.policy(ports: [server.port], proxy: "  keylog: { path: \(path), wait: 1s }")
+            .replacingOccurrences(of: "  require_backup: off", with: "  require_backup: off\n  require_keylog: true")
+        let proxy = try ProxyProcess(config: yaml)
+        let result = try ct.get(proxy, "two-operators", port: server.port)
+        #expect(result.exitCode == 0 && result.body == "hello from two-operators\n", "\(result.stderr) \(proxy.log)")
+        let closed = try #require(proxy.waitFor("tunnel_closed"), "\(proxy.log)")
+        #expect(closed["verify"] == "probe+mirror", "\(closed)")
+    }
+
     /// A rule with `ct` and no pins only sets CT for its hosts: with `defaults: ct: off`, its host is
     /// checked and refused, another host is exempt (and says so: the policy has a log list).
     @Test func aCTOnlyRuleWithoutPins() throws {
