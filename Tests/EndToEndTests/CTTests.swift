@@ -126,6 +126,21 @@ import TestSupport
         #expect(closed["verify"] == "probe+mirror", "\(closed)")
     }
 
+    /// Only TLS passes where CT looks: a host under `ct: require` that speaks plain HTTP is refused at
+    /// the probe; exempt by name (`ct: off`), it is tunnelled.
+    @Test func onlyTLSPassesWhereCTLooks() throws {
+        let plain = try Upstream(chainPath: ct.chain("no-sct"), keyPath: ct.key("no-sct"), name: "plain", mode: "plain")
+        let proxy = try ProxyProcess(config: ct.policy(ports: [plain.port]))
+        let raw = try connectResponse(proxy: proxy.port, target: "no-sct.ct.pinproxy.test:\(plain.port)")
+        #expect(statusLine(raw) == "HTTP/1.1 502 TLS Handshake Failed", "\(raw)")
+        let refused = try #require(proxy.waitFor("tunnel_refused"), "\(proxy.log)")
+        #expect(refused.refusal == .network(.tlsProtocolError) && refused["stage"] == nil, "\(refused)")
+
+        let exempt = try ProxyProcess(config: ct.policy(ports: [plain.port], rules: "rules:\n  - host: no-sct.ct.pinproxy.test\n    ct: off"))
+        let head = try rawResponseHead(port: exempt.port, send: Array("CONNECT no-sct.ct.pinproxy.test:\(plain.port) HTTP/1.1\r\n\r\n".utf8))
+        #expect(statusLine(head) == "HTTP/1.1 200 Connection established", "\(head)")
+    }
+
     /// A rule with `ct` and no pins only sets CT for its hosts: with `defaults: ct: off`, its host is
     /// checked and refused, another host is exempt (and says so: the policy has a log list).
     @Test func aCTOnlyRuleWithoutPins() throws {
