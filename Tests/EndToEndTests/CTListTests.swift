@@ -185,6 +185,25 @@ import TestSupport
         #expect(proxy.waitFor("tunnel_refused")?["reason"] == "ct_not_compliant")
     }
 
+    /// A current list installed over a stale one and reloaded: `require` is enforced again.
+    @Test func aFreshListAtTheReloadEndsTheReport() throws {
+        let stale = try staleList()
+        let server = try serve("no-sct")
+        let proxy = try ProxyProcess(config: ct.policy(ports: [server.port], logList: stale))
+        #expect(proxy.waitFor("ct_list_stale")?["enforced_as"] == "report", "\(proxy.log)")
+        #expect(try curl(proxy: proxy.port, host: ct.host("no-sct"), port: server.port, cacert: ct.roots).body == "hello from no-sct\n")
+
+        let fresh = try ct.editedLogList { _ in }
+        #expect(rename(fresh, stale) == 0)
+        proxy.signal(SIGHUP)
+        #expect(proxy.waitFor("policy_reloaded") != nil, "\(proxy.log)")
+        #expect(proxy.events("ct_list_loaded", count: 2).last?["age_days"] == "0", "\(proxy.log)")
+        #expect(proxy.events("ct_list_stale").count == 1, "\(proxy.log)")
+        let raw = try connectResponse(proxy: proxy.port, target: "\(ct.host("no-sct")):\(server.port)")
+        #expect(statusLine(raw) == "HTTP/1.1 502 Certificate Transparency Not Compliant", "\(raw)")
+        #expect(proxy.waitFor("tunnel_refused")?["reason"] == "ct_not_compliant")
+    }
+
     // MARK: reload
 
     /// A reload reads the list again: with operator B's b1 gone from it, two-operators' second SCT
