@@ -243,6 +243,30 @@ import TestSupport
         #expect(proxy.events("ct_list_loaded").count == 2)
     }
 
+    /// An open tunnel is judged again at a reload that swaps the list: the chain it was opened with
+    /// no longer complies, and it is closed.
+    @Test func anOpenTunnelIsJudgedAgainWithTheNewList() throws {
+        let list = try ct.editedLogList { _ in }
+        let server = try serve("two-operators")
+        let proxy = try ProxyProcess(config: ct.policy(ports: [server.port], logList: list))
+        let open = try OpenConnection(port: proxy.port, send: "CONNECT \(ct.host("two-operators")):\(server.port) HTTP/1.1\r\n\r\n")
+        defer { open.close() }
+        #expect(open.receive(timeout: 15, until: "\r\n\r\n").hasPrefix("HTTP/1.1 200 "))
+        #expect(proxy.waitFor("tunnel_unpinned")?["ct"] == "compliant", "\(proxy.log)")
+
+        let b1 = CTExpectations.description("b1")
+        let without = try ct.editedLogList { list in
+            var operators = list["operators"] as? [[String: Any]] ?? []
+            operators[1]["logs"] = (operators[1]["logs"] as? [[String: Any]] ?? []).filter { ($0["description"] as? String) != b1 }
+            list["operators"] = operators
+        }
+        #expect(rename(without, list) == 0)
+        proxy.signal(SIGHUP)
+        let closed = try #require(proxy.waitFor("tunnel_closed"), "\(proxy.log)")
+        #expect(closed["close_reason"] == "policy_reload" && closed["reason"] == "ct_not_compliant", "\(closed)")
+        #expect(proxy.waitFor("policy_reloaded")?["tunnels_closed"] == "1", "\(proxy.log)")
+    }
+
     /// A list changed on disk without a new signature is refused at the reload, and the list in
     /// force stays: the host it made compliant still tunnels.
     @Test func aListTamperedWithOnDiskIsRefusedAtTheReload() throws {
