@@ -267,6 +267,22 @@ import TestSupport
         #expect(proxy.waitFor("policy_reloaded")?["tunnels_closed"] == "1", "\(proxy.log)")
     }
 
+    /// A tunnel opened while its host was exempt was never looked at: a reload that requires CT for
+    /// it closes it (the client reconnects and is judged), as a reload that pins an unpinned host does.
+    @Test func aReloadThatEndsAnExemptionClosesTheUncheckedTunnel() throws {
+        let server = try serve("two-operators")
+        let exempt = "rules:\n  - host: two-operators.ct.pinproxy.test\n    ct: off"
+        let proxy = try ProxyProcess(config: ct.policy(ports: [server.port], rules: exempt))
+        let open = try OpenConnection(port: proxy.port, send: "CONNECT \(ct.host("two-operators")):\(server.port) HTTP/1.1\r\n\r\n")
+        defer { open.close() }
+        #expect(open.receive(timeout: 15, until: "\r\n\r\n").hasPrefix("HTTP/1.1 200 "))
+        #expect(proxy.waitFor("tunnel_unpinned") != nil, "\(proxy.log)")
+        try ct.policy(ports: [server.port]).write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
+        proxy.signal(SIGHUP)
+        let closed = try #require(proxy.waitFor("tunnel_closed"), "\(proxy.log)")
+        #expect(closed["close_reason"] == "policy_reload" && closed["reason"] == "unverified_chain", "\(closed)")
+    }
+
     /// A list changed on disk without a new signature is refused at the reload, and the list in
     /// force stays: the host it made compliant still tunnels.
     @Test func aListTamperedWithOnDiskIsRefusedAtTheReload() throws {
