@@ -141,6 +141,19 @@ import TestSupport
         #expect(statusLine(head) == "HTTP/1.1 200 Connection established", "\(head)")
     }
 
+    /// The debug bypass lets a non-compliant chain through like a pin mismatch, and the line says
+    /// what it let through (`ct=not_compliant`, not `report`: nothing was set to report).
+    @Test func theDebugBypassLetsANonCompliantChainThroughAndSaysSo() throws {
+        let server = try ct.serve("no-sct")
+        let debug = "debug:\n  until: \"\(RFC3339Text.inSeconds(3600))\"\n  hosts: [no-sct.ct.pinproxy.test]"
+        let proxy = try ProxyProcess(config: ct.policy(ports: [server.port], extra: debug), arguments: ["--debug-bypass"])
+        #expect(try ct.get(proxy, "no-sct", port: server.port).body == "hello from no-sct\n")
+        let line = try #require(proxy.waitFor("tunnel_bypassed"), "\(proxy.log)")
+        #expect(line["bypass"] == "debug_bypass" && line["would_refuse"] == "true" && line["reason"] == "ct_not_compliant", "\(line)")
+        #expect(line["ct"] == "not_compliant", "\(line)")
+        try #expect(line["ct_detail"] == (try CTExpectations(ct).detail("no-sct")), "\(line)")
+    }
+
     /// A rule with `ct` and no pins only sets CT for its hosts: with `defaults: ct: off`, its host is
     /// checked and refused, another host is exempt (and says so: the policy has a log list).
     @Test func aCTOnlyRuleWithoutPins() throws {
