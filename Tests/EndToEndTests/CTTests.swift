@@ -171,6 +171,16 @@ import TestSupport
         #expect(exempt["ct"] == "exempt" && exempt["host"] == "intercepted.ct.pinproxy.test", "\(exempt)")
     }
 
+    /// `mode: unpinned` with `ct: require` is the same as a CT-only rule: unpinned, and checked.
+    @Test func anUnpinnedRuleWithCTIsChecked() throws {
+        let server = try ct.serve("no-sct")
+        let rules = "rules:\n  - host: no-sct.ct.pinproxy.test\n    mode: unpinned\n    ct: require"
+        let proxy = try ProxyProcess(config: ct.policy(ports: [server.port], ct: "off", rules: rules))
+        let raw = try connectResponse(proxy: proxy.port, target: "no-sct.ct.pinproxy.test:\(server.port)")
+        #expect(statusLine(raw) == "HTTP/1.1 502 Certificate Transparency Not Compliant", "\(raw) \(proxy.log)")
+        #expect(proxy.waitFor("tunnel_refused")?["reason"] == "ct_not_compliant", "\(proxy.log)")
+    }
+
     /// A CT-only rule lets its hosts through `unpinned: deny` (they are unpinned by the rule) and checks them.
     @Test func aCTOnlyRuleUnderUnpinnedDeny() throws {
         let logged = try ct.serve("two-operators")
