@@ -27,6 +27,23 @@ import TestSupport
         try #expect(line["ct"] == "compliant" && line["ct_scts"] == (try ct.scts(["a1", "b1"], "tls_extension")), "\(line)")
     }
 
+    /// The same server with every check on (upstream.py serves concurrently, so the mirror runs):
+    /// the client's connection shows the probe's chain byte for byte, judged as the probe judged it,
+    /// with the SCTs the probe asked for, on the stream, the key log or the mirror.
+    @Test(arguments: [("1.2", false, "probe+stream"), ("1.3", false, "probe+mirror"), ("1.3", true, "probe+keylog")])
+    func sctsByTLSExtensionWithEveryCheckOn(tls: String, keyLog: Bool, verify: String) throws {
+        let path = try memoryDirectory() + "/keylog"
+        let server = try Upstream(chainPath: ct.chain("no-sct"), keyPath: ct.key("no-sct"), name: "no-sct", tls: tls,
+                                  extra: ["--serverinfo", tls == "1.2" ? ct.serverinfo : ct.serverinfoV2])
+        let proxy = try ProxyProcess(config: ct.policy(ports: [server.port], proxy: "  keylog: { path: \(path), wait: 2s }"))
+        let result = try ct.get(proxy, "no-sct", port: server.port, environment: keyLog ? ["SSLKEYLOGFILE": path] : [:])
+        #expect(result.exitCode == 0 && result.body == "hello from no-sct\n", "\(result.stderr) \(proxy.log)")
+        let line = try #require(proxy.waitFor("tunnel_unpinned"), "\(proxy.log)")
+        try #expect(line["ct"] == "compliant" && line["ct_scts"] == (try ct.scts(["a1", "b1"], "tls_extension")), "\(line)")
+        let closed = try #require(proxy.waitFor("tunnel_closed"), "\(proxy.log)")
+        #expect(closed["verify"] == verify && closed["tls"] == "TLSv\(tls)", "\(closed)")
+    }
+
     /// The probe asks for OCSP stapling: SCTs in the stapled response (a2 and b1) count.
     @Test(arguments: ["1.2", "1.3"])
     func stapledOCSPSCTs(tls: String) throws {

@@ -123,10 +123,11 @@ public final class CTFixtures: Sendable {
     }
 }
 
-/// `openssl s_server -www` on 127.0.0.1 for what Python's ssl cannot serve: SCTs by TLS extension
-/// (`-serverinfo`) and a stapled OCSP response (`-status_file`). It serves one connection at a
-/// time: a rule for its host needs `mirror_checks: 0` (the mirror's connection arrives together
-/// with the tunnel's). Answers any request with `HTTP/1.0 200 ok` and a status page.
+/// `openssl s_server -www` on 127.0.0.1 for what Python's ssl cannot serve: a stapled OCSP response
+/// (`-status_file`); also SCTs by TLS extension (`-serverinfo`, which upstream.py's `--serverinfo`
+/// serves concurrently too). It serves one connection at a time: a rule for its host needs
+/// `mirror_checks: 0` (the mirror's connection arrives together with the tunnel's). Answers any
+/// request with `HTTP/1.0 200 ok` and a status page.
 public final class OpenSSLWebServer: @unchecked Sendable {
     public let process = Process()
     public private(set) var port: UInt16 = 0
