@@ -89,7 +89,7 @@ public final class CTFixtures: Sendable {
         return out
     }
 
-    /// A policy with `proxy.ct_log_list` (`logList`, or this path) and `defaults.ct`, trusting `roots`,
+    /// A policy with `proxy.ct_log_list` (`logList`, or this path; "" for none) and `defaults.ct` ("" for none), trusting `roots`,
     /// every leaf's host resolved to 127.0.0.1, the given upstream ports allowed. `proxy` lines are
     /// added under `proxy:` as given (indent them by two), `rules` is the whole `rules:` section.
     public func policy(ports: [UInt16], ct: String = "require", rules: String = "rules: []", proxy: String = "",
