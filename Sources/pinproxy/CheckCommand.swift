@@ -126,7 +126,7 @@ struct CheckCommand: ParsableCommand {
             return false
         }
         var healthy = true
-        for rule in policy.rules where rule.mode != .unpinned {
+        for rule in policy.rules where rule.checksChain(under: policy) {
             let target: Target
             switch rule.pattern {
             case .host(.exact(let name)): target = .name(name)
@@ -168,10 +168,14 @@ struct CheckCommand: ParsableCommand {
                 let ct = evaluation.ctShortfall.map { ": \($0)" } ?? ""
                 Output.out("\(prefix) would be REFUSED: \(reason.rawValue)\(reason == .ctNotCompliant ? ct : validation.failureDetail) via \(seen.address.ip)")
                 healthy = false
-            case .bypassed(let reason, _):
-                Output.out("\(prefix) does not match (\(reason.rawValue)\(validation.failureDetail)); mode: report lets it through")
-            case .unpinned:
-                break
+            case .bypassed(let reason, let basis):
+                let why = reason == .ctNotCompliant ? (evaluation.ctShortfall.map { ": \($0)" } ?? "") : validation.failureDetail
+                let by = basis == .ctReport ? "ct: report" : basis == .ctStaleList ? "a stale CT log list" : "mode: report"
+                Output.out("\(prefix) does not match (\(reason.rawValue)\(why)); \(by) lets it through")
+            case .unpinned:  // a rule checked for CT only, which the chain meets
+                if case .judged(let finding)? = evaluation.ct, finding.isCompliant {
+                    Output.out("\(prefix) meets the CT policy (\(finding.counted.count) SCTs counted) via \(seen.address.ip) \(seen.tlsVersion)")
+                }
             }
         } catch {
             Output.out("\(prefix) could not be probed: \(error)")

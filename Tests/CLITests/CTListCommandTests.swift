@@ -214,7 +214,7 @@ struct FixtureError: Error, CustomStringConvertible {
         // Before: the proxy's own check refuses the policy, its list is missing.
         let before = try pinproxy("check", "--config", config)
         #expect(before.status == 1)
-        #expect(before.stderr.contains("\(config):3:0: error: cannot read the CT log list \(target): "))
+        #expect(before.stderr.contains("\(config):3:16: error: cannot read the CT log list \(target): "))
 
         let r = try pinproxy("ct-list", fixture.list, "--install", "--config", config)
         #expect(r.status == 0, "\(r.stderr)")
@@ -357,7 +357,7 @@ struct FixtureError: Error, CustomStringConvertible {
         let r = try pinproxy("check", "--config", config)
         #expect(r.status == 1)
         #expect(r.stdout.isEmpty)
-        #expect(r.stderr == "\(config):3:0: error: the CT log list \(broken) does not load: operators[0].name: expected a string\n\(config): 1 error; the policy was not loaded\n")
+        #expect(r.stderr == "\(config):3:16: error: the CT log list \(broken) does not load: operators[0].name: expected a string\n\(config): 1 error; the policy was not loaded\n")
     }
 
     @Test func explainShowsTheCTRuleThatApplies() throws {
