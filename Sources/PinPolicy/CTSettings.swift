@@ -23,8 +23,9 @@ public enum CTStaleList: String, Hashable, Sendable {
 public struct CTSettings: Hashable, Sendable {
     /// `ct_log_list`: the v3 log list file; nil when CT is not configured.
     public var logList: String?
-    /// The line of `ct_log_list` in the policy file, for errors about the list.
+    /// The line and column of `ct_log_list` in the policy file, for errors about the list.
     public var logListLine = 0
+    public var logListColumn = 0
     /// `ct_log_list_key`: a PEM public key the list's detached signature must verify with.
     public var logListKey: String?
     /// `ct_list_max_age`.

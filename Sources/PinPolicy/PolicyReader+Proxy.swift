@@ -64,6 +64,7 @@ extension PolicyReader {
         if let n = f["ct_log_list"], let text = string(n, "proxy.ct_log_list") {
             ct.logList = path(text)
             ct.logListLine = n.mark?.line ?? 0
+            ct.logListColumn = n.mark?.column ?? 0
         }
         if let n = f["ct_log_list_key"], let text = string(n, "proxy.ct_log_list_key") {
             if ct.logList == nil { fail(n, "proxy.ct_log_list_key verifies the signature of proxy.ct_log_list, which is not set") }

@@ -44,7 +44,8 @@ struct CheckCommand: ParsableCommand {
             Output.err("\(config): \(error.errors.count) error\(error.errors.count == 1 ? "" : "s"); the policy was not loaded")
             throw ExitCode(1)
         }
-        let warnings = policy.lint(at: Date())
+        let list = try loadLogList(policy)
+        let warnings = policy.lint(at: Date()) + (list.map { policy.lint($0, at: Date()) } ?? [])
         Output.out("\(config): OK")
         Output.out(Self.summary(policy))
         for w in warnings { Output.out("\(config):\(w.line): warning[\(w.code)]: \(w.message)") }
@@ -54,6 +55,7 @@ struct CheckCommand: ParsableCommand {
             switch Authority.parse(target) {
             case .success(let authority):
                 for line in policy.explain(authority) { Output.out(line) }
+                if let line = Self.ctLine(policy, authority, list: list) { Output.out(line) }
             case .failure(let problem):
                 Output.err("--explain \(target): \(problem) (a CONNECT with this target is refused with 400)")
                 throw ExitCode(1)
@@ -68,6 +70,51 @@ struct CheckCommand: ParsableCommand {
         }
     }
 
+    /// The CT log list as the proxy loads it (read, signature, JSON: the proxy's own errors, exit 1),
+    /// nil when the policy names none.
+    func loadLogList(_ policy: Policy) throws -> CTLogList? {
+        guard let path = policy.proxy.ct.logList else { return nil }
+        do {
+            _ = try PolicySnapshot(policy: policy, systemStore: TrustStore.system())
+        } catch let error as PolicyLoadError {
+            Output.loadErrors(error)
+            Output.err("\(config): \(error.errors.count) error\(error.errors.count == 1 ? "" : "s"); the policy was not loaded")
+            throw ExitCode(1)
+        }
+        // It loaded just now; read again for the lint (PolicySnapshot keeps its list to itself).
+        return try? CTLogList.parse(PlainFile.contents(of: path, limit: CTListCommand.sizeLimit))
+    }
+
+    /// `ct: require (defaults)` or `ct: off (rule at line N)`, and the log list, for a target whose
+    /// CONNECT reaches a rule or the defaults (nil when it is refused before: port, destination,
+    /// `unpinned: deny`).
+    static func ctLine(_ policy: Policy, _ authority: Authority, list: CTLogList?) -> String? {
+        guard policy.proxy.allowedPorts.contains(authority.port) else { return nil }
+        if case .ip(let address) = authority.target, policy.proxy.denyDestinations.entry(containingAnyFormOf: address) != nil { return nil }
+        let rule = policy.rule(for: authority)
+        if rule == nil, policy.defaults.unpinned == .deny { return nil }
+        let mode = policy.ctMode(under: rule)
+        var line = "ct: \(mode.rawValue) (\(rule.flatMap { r in r.ct.map { _ in "rule at line \(r.line)" } } ?? "defaults"))"
+        switch (policy.proxy.ct.logList, list) {
+        case (nil, _):
+            line += "; no log list (proxy.ct_log_list is not set)"
+        case (let path?, let list?):
+            let maxAge = policy.proxy.ct.maxAge
+            line += "; log list \(path) published \(RFC3339.format(list.timestamp))"
+            switch list.freshness(at: Date(), maxAge: maxAge) {
+            case .fresh(let age):
+                line += ", \(CTLogList.days(age)) days old"
+            case .stale(let age):
+                line += ", \(CTLogList.days(age)) days old: stale"
+                if mode == .require { line += policy.proxy.ct.staleList == .report ? ", so require is enforced as report (ct_stale_list: report)" : ", still enforced (ct_stale_list: refuse)" }
+            }
+        case (let path?, nil):
+            line += "; log list \(path)"
+        }
+        if mode != .off { line += rule.map { $0.mode == .unpinned ? "; no pins: only CT is checked" : "; both the pins and CT must hold" } ?? "; no rule: only CT is checked" }
+        return line
+    }
+
     /// One line per probed rule; false when an enforced rule would refuse.
     func probeRules(_ policy: Policy) -> Bool {
         Output.out("")
@@ -79,7 +126,7 @@ struct CheckCommand: ParsableCommand {
             return false
         }
         var healthy = true
-        for rule in policy.rules where rule.mode != .unpinned {
+        for rule in policy.rules where rule.checksChain(under: policy) {
             let target: Target
             switch rule.pattern {
             case .host(.exact(let name)): target = .name(name)
@@ -121,10 +168,14 @@ struct CheckCommand: ParsableCommand {
                 let ct = evaluation.ctShortfall.map { ": \($0)" } ?? ""
                 Output.out("\(prefix) would be REFUSED: \(reason.rawValue)\(reason == .ctNotCompliant ? ct : validation.failureDetail) via \(seen.address.ip)")
                 healthy = false
-            case .bypassed(let reason, _):
-                Output.out("\(prefix) does not match (\(reason.rawValue)\(validation.failureDetail)); mode: report lets it through")
-            case .unpinned:
-                break
+            case .bypassed(let reason, let basis):
+                let why = reason == .ctNotCompliant ? (evaluation.ctShortfall.map { ": \($0)" } ?? "") : validation.failureDetail
+                let by = basis == .ctReport ? "ct: report" : basis == .ctStaleList ? "a stale CT log list" : "mode: report"
+                Output.out("\(prefix) does not match (\(reason.rawValue)\(why)); \(by) lets it through")
+            case .unpinned:  // a rule checked for CT only, which the chain meets
+                if case .judged(let finding)? = evaluation.ct, finding.isCompliant {
+                    Output.out("\(prefix) meets the CT policy (\(finding.counted.count) SCTs counted) via \(seen.address.ip) \(seen.tlsVersion)")
+                }
             }
         } catch {
             Output.out("\(prefix) could not be probed: \(error)")

@@ -177,11 +177,17 @@ public final class Upstream: @unchecked Sendable {
 
     /// - Parameters:
     ///   - leaf: a fixture name such as `leaf-ec256`: serves `<leaf>.chain.pem` with `<leaf>.key.pem`.
-    public init(_ leaf: String = "leaf-ec256", name: String? = nil, tls: String = "any", mode: String = "https",
-                chain: String? = nil, port: UInt16 = 0, extra: [String] = []) throws {
-        var args = ["\(Paths.scripts)/upstream.py", "--name", name ?? leaf, "--tls", tls, "--mode", mode, "--port", String(port)]
-        args += ["--cert", Paths.fixture(chain ?? "\(leaf).chain.pem"), "--key", Paths.fixture("\(leaf).key.pem")]
-        args += ["--ca", Paths.fixture("good-root.pem")] + extra
+    public convenience init(_ leaf: String = "leaf-ec256", name: String? = nil, tls: String = "any", mode: String = "https",
+                            chain: String? = nil, port: UInt16 = 0, extra: [String] = []) throws {
+        try self.init(chainPath: Paths.fixture(chain ?? "\(leaf).chain.pem"), keyPath: Paths.fixture("\(leaf).key.pem"),
+                      name: name ?? leaf, tls: tls, mode: mode, port: port, extra: extra)
+    }
+
+    /// Serves the chain and key at these paths (a PKI a test made in a temporary directory).
+    public init(chainPath: String, keyPath: String, name: String, tls: String = "any", mode: String = "https",
+                port: UInt16 = 0, extra: [String] = []) throws {
+        var args = ["\(Paths.scripts)/upstream.py", "--name", name, "--tls", tls, "--mode", mode, "--port", String(port)]
+        args += ["--cert", chainPath, "--key", keyPath, "--ca", Paths.fixture("good-root.pem")] + extra
         helper = try Helper("/usr/bin/env", ["python3"] + args)
     }
 

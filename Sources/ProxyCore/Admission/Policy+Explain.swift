@@ -25,6 +25,14 @@ extension Policy {
             lines += candidatesNote(authority, chosen: rule)
         case .unpinned:
             break
+        case .probe(let rule) where rule.mode == .unpinned:
+            // No pins: pinproxy looks at the chain for Certificate Transparency only.
+            if rule.isStandIn {
+                lines.append("no rule matches; defaults.unpinned is allow and defaults.ct is \(ctMode(under: rule).rawValue) → probed and checked for Certificate Transparency only (logged as tunnel_unpinned with ct=)")
+            } else {
+                lines.append("rule at line \(rule.line): '\(rule.name)' (mode: unpinned, ct: \(ctMode(under: rule).rawValue)) → probed and checked for Certificate Transparency only")
+                lines += candidatesNote(authority, chosen: rule)
+            }
         case .probe(let rule):
             lines.append("rule at line \(rule.line): '\(rule.name)', mode: \(rule.mode.rawValue), trust: \(rule.trust)" + (rule.pinset.map { ", pinset: \($0)" } ?? ""))
             lines += candidatesNote(authority, chosen: rule)

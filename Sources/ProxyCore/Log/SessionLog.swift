@@ -63,7 +63,8 @@ enum SessionLog {
         case .unpinned(let basis):
             r = LogRecord(level(of: decision), "tunnel_unpinned", identity(s) + [("verdict", .string("unpinned")), ("reason", .string(basis.rawValue))])
             if let rule = s.rule, !rule.isStandIn { r.fields += [("rule", .string(rule.name)), ("rule_line", .int(rule.line))] }
-            r.fields += ctFields(s.evaluation)
+            // Not looked at: exempt, when the policy has a log list to look with.
+            r.fields += s.evaluation == nil ? (s.asked?.snapshot.ct == nil ? [] : [("ct", .string("exempt"))]) : ctFields(s.evaluation)
         }
         return r
     }
@@ -143,7 +144,7 @@ enum SessionLog {
         let probe = chainFields(s.validation)
         if let judged, caught.chain != nil { r.fields += chainFields(judged.validation) }
         if let probeChain = probe.first(where: { $0.0 == "chain" })?.1 { r["probe_chain"] = probeChain }
-        r["hint"] = .string("pinproxy's own look at this server disagreed with what the policy pins while another look passed: someone on the path may be choosing which connections to intercept. Tunnels pinproxy cannot verify by themselves to this host:port are refused while it is quarantined")
+        r["hint"] = .string("pinproxy's own look at this server disagreed with the policy (its pins, or Certificate Transparency) while another look passed: someone on the path may be choosing which connections to intercept. Tunnels pinproxy cannot verify by themselves to this host:port are refused while it is quarantined")
         return r
     }
 

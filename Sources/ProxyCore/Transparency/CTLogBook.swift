@@ -41,7 +41,7 @@ final class CTLogBook: @unchecked Sendable {
     init(settings: CTSettings, policySource: String) throws(PolicyLoadError) {
         guard let path = settings.logList else { preconditionFailure("a CT log book without proxy.ct_log_list") }
         func failure(_ message: String) -> PolicyLoadError {
-            PolicyLoadError([PolicyError(file: policySource, line: settings.logListLine, column: 0, message: message)])
+            PolicyLoadError([PolicyError(file: policySource, line: settings.logListLine, column: settings.logListColumn, message: message)])
         }
         let bytes: [UInt8]
         do {

@@ -34,6 +34,13 @@ struct SNIScope {
             let detail = "the ClientHello names \(name), which the rule at line \(sniRule.line) pins, inside a tunnel to \(target)"
             return Problem(detail: detail, overlookableBy: enforces(sniRule, for: name, now) ? nil : context.bypassBasis(at: now))
         }
+        // An exempt (or unpinned) tunnel must not carry a ClientHello for a name whose chain the
+        // policy checks for CT: the exemption is the CONNECT host's, never lent to another name.
+        if !context.isPinned, case .probe(let checked) = AdmissionGate.admitFromAnyClient(Authority(target: .name(name), port: context.authority.port),
+                                                                                         policy: context.snapshot.policy, kind: .connect),
+           context.snapshot.policy.ctMode(under: checked) == .require {
+            return Problem(detail: "the ClientHello names \(name), whose chain ct: require checks, inside a tunnel to \(target) that is not checked", overlookableBy: nil)
+        }
         if context.isPinned, case .name(let connected) = target, name != connected {
             // The same rule covers both names (a wildcard): its report mode covers both, but a
             // bypass listed for the CONNECT's host does not reach the other name.

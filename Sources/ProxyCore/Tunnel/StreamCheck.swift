@@ -333,14 +333,15 @@ final class StreamCheck {
         switch evaluation.verdict {
         case .refused(let reason):
             let shown = stage == .mirror ? "on the mirror check" : "in the tunnel"
-            let detail = "the chain the server sent \(shown) fails the rule: \(evaluation.chainFailure?.detail ?? reason.rawValue)"
+            let detail = "the chain the server sent \(shown) fails the rule: \(evaluation.chainFailure?.detail ?? evaluation.ctShortfall ?? reason.rawValue)"
             var refusal = StreamRefusal(reason: .policy(reason), detail: detail, stage: stage)
             refusal.alertClient = true
             notify?(.caught(InterceptionCatch(stage: stage, reason: .policy(reason), detail: detail, chain: ders), judged: judged))
             return .refuse(refusal)
         case .bypassed(let reason, let basis):
             let shown = stage == .mirror ? "on the mirror check" : "in the tunnel"
-            overlook(StreamSummary.Overlooked(reason: .policy(reason), detail: "the chain the server sent \(shown) fails the rule", basis: basis, stage: stage))
+            let why = evaluation.chainFailure?.detail ?? (reason == .ctNotCompliant ? evaluation.ctShortfall : nil) ?? reason.rawValue
+            overlook(StreamSummary.Overlooked(reason: .policy(reason), detail: "the chain the server sent \(shown) fails the rule: \(why)", basis: basis, stage: stage))
         case .allowed, .unpinned:
             if stage == .stream { summary.verifiedBy = verification }  // a mirror's word counts once every mirror has spoken
         }

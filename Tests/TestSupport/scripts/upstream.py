@@ -27,7 +27,19 @@ p.add_argument("--groups", help="the one key-exchange group (e.g. secp384r1): cl
 p.add_argument("--rogue-cert", help="with --rogue-key: a second listener whose connections get this chain, "
                "from a context that shares the first one's session-ticket keys (reported as rogue_port=N)")
 p.add_argument("--rogue-key")
+p.add_argument("--serverinfo", help="a PEM SERVERINFO file (openssl s_server -serverinfo): extensions the server sends, "
+               "here SCTs by TLS extension to clients that ask for them")
 a = p.parse_args()
+
+def use_serverinfo(context, path):
+    """Python's ssl has no SSL_CTX_use_serverinfo_file: call it on the context's SSL_CTX, which CPython
+    keeps right after the object header (PySSLContext), through the libssl the ssl module loaded."""
+    import ctypes
+    libssl = ctypes.CDLL("libssl.so.3")
+    libssl.SSL_CTX_use_serverinfo_file.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    ssl_ctx = ctypes.c_void_p.from_address(id(context) + 2 * ctypes.sizeof(ctypes.c_void_p)).value
+    if libssl.SSL_CTX_use_serverinfo_file(ssl_ctx, path.encode()) != 1:
+        sys.exit("SSL_CTX_use_serverinfo_file failed for %s" % path)
 
 ctx = None
 if a.mode in ("https", "clientcert", "bulk", "slow", "keepalive"):
@@ -36,6 +48,7 @@ if a.mode in ("https", "clientcert", "bulk", "slow", "keepalive"):
     if a.tls == "1.2": ctx.maximum_version = ssl.TLSVersion.TLSv1_2
     if a.tls == "1.3": ctx.minimum_version = ssl.TLSVersion.TLSv1_3
     if a.groups: ctx.set_ecdh_curve(a.groups)
+    if a.serverinfo: use_serverinfo(ctx, a.serverinfo)
     if a.mode == "clientcert":
         ctx.verify_mode = ssl.CERT_REQUIRED
         ctx.load_verify_locations(a.ca)
