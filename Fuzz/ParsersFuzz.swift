@@ -10,7 +10,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     guard size > 0 else { return 0 }
     let bytes = Array(UnsafeBufferPointer(start: data + 1, count: size - 1))
     let text = String(decoding: bytes, as: UTF8.self)
-    switch data[0] % 7 {
+    switch data[0] % 8 {
     case 0:
         if case .success(let authority) = Authority.parse(text) {
             // A parsed authority prints as text that parses back to itself.
@@ -35,8 +35,15 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         if let date = RFC3339.parse(text), let again = RFC3339.parse(RFC3339.format(date)) {
             precondition(again.timeIntervalSince1970 == date.timeIntervalSince1970.rounded(.down), "time does not round-trip")
         }
-    default:
+    case 6:
         if let decoded = Base64.decode(text) { precondition(Base64.encode(decoded) == text, "base64 does not round-trip") }
+    default:
+        // A CT log list: every log that loads is the log its id names (the loader's cross-check).
+        if let list = try? CTLogList.parse(bytes) {
+            for log in list.operators.flatMap(\.logs) {
+                precondition(log.id.bytes == SHA256.hash(log.key) && list.log(log.id) != nil, "a log whose id is not its key's hash")
+            }
+        }
     }
     return 0
 }

@@ -101,6 +101,7 @@ seed_parsers() {
   printf '\x042001:db8::/32' > "$1/cidr"
   printf '\x052027-06-30T00:00:00+02:00' > "$1/time"
   printf '\x06AAECAwQ=' > "$1/base64"
+  { printf '\x07'; cat Tests/TLSInspectionTests/Fixtures/ct/log_list.json; } > "$1/ct-log-list"
 }
 
 # Seeds: a request of each framing, a response head, and chunked and sized bodies (the first byte

@@ -6,7 +6,7 @@ closes (review of issue 18).
 
   ccm_server.py --cert CHAIN.pem --key KEY.pem [--suites TLS_AES_128_CCM_SHA256]
 """
-import argparse, socket, subprocess, sys, threading, time
+import argparse, signal, socket, subprocess, sys, threading, time
 
 p = argparse.ArgumentParser()
 p.add_argument("--cert", required=True); p.add_argument("--key", required=True)
@@ -22,6 +22,9 @@ for _ in range(200):  # bounded: up to 10 s for the listener
     except OSError:
         time.sleep(0.05)
 print("PORT %d" % port, flush=True)
+# The test stops helpers with SIGTERM right after closing stdin: exit through `finally`, so that
+# s_server goes with us instead of outliving the test.
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 try:
     sys.stdin.read()
 finally:
