@@ -524,7 +524,11 @@ import TestSupport
         #expect(!quarantined.contains("hello from"), "\(quarantined)")
         let refused = try #require(proxy.waitFor("tunnel_refused") { $0["reason"] == "quarantined" })
         #expect(refused["tls"] == "TLSv1.3" && refused["host"] == Self.host, "\(refused)")
-        // Each resumption's tunnel and its mirror (random identities of the same lengths) offered a PSK.
+        // Each resumption's tunnel and its mirror (random identities of the same lengths) offered a
+        // PSK. The interceptor logs a connection when it has read its hello, which may come after
+        // the refusal's line under load: wait for it (bounded), then count exactly.
+        let deadline = Date().addingTimeInterval(10)
+        while interceptor.entries.filter(\.offersPSK).count < 4 && Date() < deadline { usleep(50_000) }
         #expect(interceptor.entries.filter(\.offersPSK).count == 4, "\(interceptor.entries)")
         #expect(proxy.stop() == 0)
         #expect(proxy.events("stopped").first?["resumptions_unverified"] == "1", "\(proxy.events("stopped"))")
