@@ -121,6 +121,8 @@ count_instructions() {
   # Valgrind 3.19 cannot read Swift 6's DWARF 5: a copy without debug sections.
   objcopy --strip-debug "$binary" "$work/pinproxy-nodebug"
   for name in "${row_names[@]}"; do
+    # The timed proxy is done (and two proxies must not share one key-log file).
+    kill -TERM "${pid[$name]}" 2>/dev/null || true; wait "${pid[$name]}" 2>/dev/null || true
     cg=$work/$name.callgrind
     saved=${port[$name]}; port[$name]=$(free_port)
     cp "$work/$name.txt" "$work/$name.timed"  # the tunnels below are not timed
