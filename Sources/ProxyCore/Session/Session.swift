@@ -343,6 +343,7 @@ final class Session {
         case .pinned(let rule, let probe, _): .pinned(rule: rule, probe: probe)
         case .unpinned: .unpinned
         }
+        let settings = self.settings  // read once: each read copies the snapshot's ProxySettings
         var context = StreamCheck.Context(authority: admitted.authority, snapshot: admitted.snapshot, pinning: pinning,
                                           debugBypassEnabled: worker.debugBypassEnabled, keyLog: worker.keyLog)
         context.quarantine = worker.quarantine
