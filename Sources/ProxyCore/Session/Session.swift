@@ -217,9 +217,6 @@ final class Session {
             }
             if case .probing = machine.state, case .none = work { work = .probing(waiter) }
         case .connect(let addresses):
-            if case .connecting(let admitted, .pinned(let rule, let judgement, _)) = machine.state {
-                worker.noteWarnings(judgement.evaluation, record: DecisionRecord(conn: id, client: client, .judged(admitted, rule, judgement)))
-            }
             let authority = machine.admitted!.authority
             let settings = self.settings  // read once: each read copies the snapshot's ProxySettings
             let total = addresses.count == 1 ? settings.connectTimeout : settings.connectTotalTimeout
@@ -337,6 +334,11 @@ final class Session {
         worker.tally.withLock { $0.counters.count(decision) }
         sendEstablished(on: clientSide)
         openedAt = .now
+        // The judgement's warnings and the rotation book, after the 200 (a refusal notes them on its
+        // own way out), before the decision line as they always came.
+        if case .pinned(let rule, let judgement, _) = passage {
+            worker.noteWarnings(judgement.evaluation, record: DecisionRecord(conn: id, client: client, .judged(admitted, rule, judgement)))
+        }
         logDecision(record, decision)
         // A pinned rule's tunnel is checked against the chain its probe judged.
         let pinning: StreamCheck.Context.Pinning = switch passage {
