@@ -10,7 +10,7 @@ Run through Benchmarks/relay.sh, which builds release first. Loopback only; ever
               ROUNDS interleaved rounds, median aggregate MB/s (first start to last end).
   setup       LATENCY (500) sequential tunnels per path, interleaved (each round opens one tunnel
               through every path): CONNECT → "200" and → the first byte of an HTTPS response (TLS
-              1.3 to `openssl s_server -WWW`, GET of a 6-byte file), both timed from the client's TCP
+              1.3 to Benchmarks/tls13_upstream.js, a 6-byte answer), both timed from the client's TCP
               connect to the proxy (direct: to the server), p50 and p99: pinproxy pinned cold
               (verify_cache_ttl: 0s, a probe per CONNECT), pinned warm (the cache on), unpinned, Squid,
               tinyproxy, and direct (first byte only).
@@ -237,12 +237,11 @@ def one_tunnel(proxy_port, connect_host, target_port, sni, client_tls):
         s.close()
 
 def setup_latency():
-    """Sequential tunnels, one per path per round, against one `openssl s_server -WWW` (TLS 1.3)."""
-    d = os.path.join(work, "www"); os.makedirs(d, exist_ok=True)
-    open(os.path.join(d, "small"), "w").write("hello\n")
+    """Sequential tunnels, one per path per round, against one TLS 1.3 upstream that serves its
+    handshakes concurrently (Benchmarks/tls13_upstream.js): a pinned tunnel's mirror connection is
+    made with the tunnel's, and `openssl s_server` would serve only one of the two (mirror_lost)."""
     port = free_port()
-    start(["openssl", "s_server", "-accept", "127.0.0.1:%d" % port, "-cert", F + "/leaf-ec256.pem", "-key", F + "/leaf-ec256.key.pem",
-           "-cert_chain", F + "/good-intermediate.pem", "-WWW", "-quiet", "-naccept", "1000000"], cwd=d)
+    start(["node", os.path.join(ROOT, "Benchmarks/tls13_upstream.js"), str(port), F + "/leaf-ec256.key.pem", F + "/leaf-ec256.chain.pem"])
     wait_port(port)
     client_tls = ssl.create_default_context(cafile=F + "/both-roots.pem")
     client_tls.check_hostname = False  # the unpinned path names another host; every path pays the same client
@@ -398,7 +397,7 @@ def main():
         for path, r in tp["parallel"].items():
             lines.append("| %s | %s%s |" % (path, r["median_mb_s"], " (%d failed)" % r["failures"] if r["failures"] else ""))
     if lat:
-        lines += ["", "| setup, %d sequential tunnels each (TLS 1.3, s_server) | tunnels | CONNECT → 200 p50 ms | p99 ms | → first byte p50 ms | p99 ms |" % LATENCY,
+        lines += ["", "| setup, %d sequential tunnels each (TLS 1.3, Node upstream) | tunnels | CONNECT → 200 p50 ms | p99 ms | → first byte p50 ms | p99 ms |" % LATENCY,
                   "|---|---|---|---|---|---|"]
         fmt = lambda v: "–" if v is None else "%.2f" % v
         for name, r in lat.items():

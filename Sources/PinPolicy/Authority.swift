@@ -50,46 +50,43 @@ public struct Authority: Hashable, Sendable, CustomStringConvertible {
 
     /// Parses `host:port`, `a.b.c.d:port` or `[v6]:port`, strictly: authority-form only, no
     /// userinfo, no percent-encoding, no zone ids, ASCII only, canonical dotted quads only.
+    /// Read as bytes (every CONNECT comes through here): once the text is known to be printable
+    /// ASCII, a byte is a character.
     public static func parse(_ text: String) -> Result<Authority, Problem> {
-        guard !text.isEmpty else { return .failure(.empty) }
-        guard text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else { return .failure(.notASCII) }
-        if text.contains("@") { return .failure(.userinfo) }
-        if text.contains(where: { "/?#".contains($0) }) { return .failure(.notAuthorityForm) }
-        let hostPart: Substring
-        let portPart: Substring
-        if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]") else { return .failure(.badIPv6(text)) }
-            let inner = text[text.index(after: text.startIndex)..<close]
-            if inner.contains("%") { return .failure(.zoneID) }
-            let rest = text[text.index(after: close)...]
-            guard rest.hasPrefix(":") else { return .failure(.missingPort) }
-            hostPart = inner
-            portPart = rest.dropFirst()
-            guard let address = IPAddress(String(hostPart)), !address.isIPv4 else {
-                return .failure(.badIPv6(String(hostPart)))
-            }
-            return parsePort(portPart).map { Authority(target: .ip(address), port: $0) }
+        let bytes = Array(text.utf8)
+        guard !bytes.isEmpty else { return .failure(.empty) }
+        guard bytes.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else { return .failure(.notASCII) }
+        if bytes.contains(UInt8(ascii: "@")) { return .failure(.userinfo) }
+        if bytes.contains(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) {
+            return .failure(.notAuthorityForm)
         }
-        if text.contains("%") { return .failure(.percentEncoding) }
-        guard let colon = text.lastIndex(of: ":") else { return .failure(.missingPort) }
-        hostPart = text[..<colon]
-        portPart = text[text.index(after: colon)...]
-        if hostPart.contains(":") { return .failure(.badIPv6(String(hostPart))) }  // unbracketed IPv6
+        func slice(_ range: Range<Int>) -> String { String(decoding: bytes[range], as: UTF8.self) }
+        if bytes[0] == UInt8(ascii: "[") {
+            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")) else { return .failure(.badIPv6(text)) }
+            let inner = 1..<close
+            if bytes[inner].contains(UInt8(ascii: "%")) { return .failure(.zoneID) }
+            guard close + 1 < bytes.count, bytes[close + 1] == UInt8(ascii: ":") else { return .failure(.missingPort) }
+            guard let address = IPAddress(slice(inner)), !address.isIPv4 else { return .failure(.badIPv6(slice(inner))) }
+            return parsePort(bytes[(close + 2)...]).map { Authority(target: .ip(address), port: $0) }
+        }
+        if bytes.contains(UInt8(ascii: "%")) { return .failure(.percentEncoding) }
+        guard let colon = bytes.lastIndex(of: UInt8(ascii: ":")) else { return .failure(.missingPort) }
+        if bytes[..<colon].contains(UInt8(ascii: ":")) { return .failure(.badIPv6(slice(0..<colon))) }  // unbracketed IPv6
         let port: UInt16
-        switch parsePort(portPart) {
+        switch parsePort(bytes[(colon + 1)...]) {
         case .success(let p): port = p
         case .failure(let e): return .failure(e)
         }
-        return parseHost(String(hostPart)).map { Authority(target: $0, port: port) }
+        return parseHost(slice(0..<colon)).map { Authority(target: $0, port: port) }
     }
 
     /// A host without a port: a dotted quad, a bracketed or bare IPv6 address, or a name.
     public static func parseHost(_ text: String) -> Result<Target, Problem> {
-        if let v4 = IPAddress.parseDottedQuad(Substring(text)) { return .success(.ip(IPAddress(bytes: v4)!)) }
+        if let v4 = IPAddress.parseDottedQuad(text.utf8) { return .success(.ip(IPAddress(bytes: v4)!)) }
         var bare = text
-        if bare.hasPrefix("["), bare.hasSuffix("]") { bare = String(bare.dropFirst().dropLast()) }
-        if bare.contains(":") {
-            if bare.contains("%") { return .failure(.zoneID) }
+        if bare.utf8.first == UInt8(ascii: "["), bare.utf8.last == UInt8(ascii: "]") { bare = String(bare.dropFirst().dropLast()) }
+        if bare.utf8.contains(UInt8(ascii: ":")) {
+            if bare.utf8.contains(UInt8(ascii: "%")) { return .failure(.zoneID) }
             guard let address = IPAddress(bare), !address.isIPv4 else { return .failure(.badIPv6(bare)) }
             return .success(.ip(address))
         }
@@ -98,10 +95,21 @@ public struct Authority: Hashable, Sendable, CustomStringConvertible {
 
     /// 1–65535, decimal digits only, no sign, no leading zeros.
     public static func parsePort(_ text: Substring) -> Result<UInt16, Problem> {
-        guard !text.isEmpty else { return .failure(.missingPort) }
-        guard text.count <= 5, text.allSatisfy({ $0.isASCII && $0.isNumber }), text.first != "0",
-              let value = Int(text), (1...65535).contains(value) else {
-            return .failure(.badPort(String(text)))
+        // Non-ASCII digits (`١`) are not digits here: only the bytes 0-9 pass.
+        guard text.utf8.count == text.count else { return .failure(.badPort(String(text))) }
+        return parsePort(Array(text.utf8)[...])
+    }
+
+    static func parsePort(_ digits: ArraySlice<UInt8>) -> Result<UInt16, Problem> {
+        guard !digits.isEmpty else { return .failure(.missingPort) }
+        guard digits.count <= 5 else { return .failure(.badPort(String(decoding: digits, as: UTF8.self))) }
+        var value = 0
+        for digit in digits {
+            guard digit >= 0x30 && digit <= 0x39 else { return .failure(.badPort(String(decoding: digits, as: UTF8.self))) }
+            value = value * 10 + Int(digit - 0x30)
+        }
+        guard digits.first != 0x30, (1...65535).contains(value) else {
+            return .failure(.badPort(String(decoding: digits, as: UTF8.self)))
         }
         return .success(UInt16(value))
     }

@@ -19,29 +19,45 @@ public enum HostName {
         }
     }
 
-    /// Lowercases, strips exactly one trailing dot and checks every label.
+    /// Lowercases, strips exactly one trailing dot and checks every label. Read as bytes (every
+    /// CONNECT's host comes through here): once the name is known to be ASCII, a byte is a
+    /// character.
     public static func normalize(_ text: String) -> Result<String, Problem> {
-        guard text.utf8.allSatisfy({ $0 < 0x80 }) else { return .failure(.notASCII) }
-        var name = text.lowercased()
-        if name.hasSuffix(".") { name.removeLast() }
+        var name = Array(text.utf8)
+        guard name.allSatisfy({ $0 < 0x80 }) else { return .failure(.notASCII) }
+        for i in name.indices where name[i] >= UInt8(ascii: "A") && name[i] <= UInt8(ascii: "Z") { name[i] += 0x20 }
+        if name.last == UInt8(ascii: ".") { name.removeLast() }
         guard !name.isEmpty else { return .failure(.empty) }
-        guard name.utf8.count <= 253 else { return .failure(.tooLong) }
-        let labels = name.split(separator: ".", omittingEmptySubsequences: false)
-        for label in labels {
+        guard name.count <= 253 else { return .failure(.tooLong) }
+        var lastLabel = name[...]
+        var start = 0
+        while start <= name.count {
+            let end = name[start...].firstIndex(of: UInt8(ascii: ".")) ?? name.count
+            let label = name[start..<end]
             guard !label.isEmpty else { return .failure(.emptyLabel) }
-            guard label.utf8.count <= 63 else { return .failure(.labelTooLong(String(label))) }
-            if let bad = label.first(where: { !($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) {
-                return .failure(.badCharacter(bad))
+            guard label.count <= 63 else { return .failure(.labelTooLong(String(decoding: label, as: UTF8.self))) }
+            if let bad = label.firstIndex(where: { !isNameByte($0) }) {
+                // The whole character ("\r\n" is one), as the message names it.
+                return .failure(.badCharacter(String(decoding: name[bad...], as: UTF8.self).first!))
             }
+            lastLabel = label
+            start = end + 1
         }
         // WHATWG URL and most resolvers read a name whose last label is numeric as an IPv4 number.
-        if let last = labels.last, isNumericLabel(last) { return .failure(.numericIPv4Form) }
-        return .success(name)
+        if isNumericLabel(lastLabel) { return .failure(.numericIPv4Form) }
+        return .success(String(decoding: name, as: UTF8.self))
     }
 
-    private static func isNumericLabel(_ label: Substring) -> Bool {
-        if label.allSatisfy({ $0.isNumber }) { return true }
-        if label.hasPrefix("0x") { return label.dropFirst(2).allSatisfy(\.isHexDigit) }
+    /// Letters (lowercased by now), digits, `-` and `_`.
+    private static func isNameByte(_ byte: UInt8) -> Bool {
+        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+            || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+    }
+
+    private static func isNumericLabel(_ label: ArraySlice<UInt8>) -> Bool {
+        let digit = { (b: UInt8) in b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") }
+        if label.allSatisfy(digit) { return true }
+        if label.starts(with: "0x".utf8) { return label.dropFirst(2).allSatisfy { digit($0) || ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "f")) } }
         return false
     }
 }

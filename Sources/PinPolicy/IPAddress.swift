@@ -20,7 +20,7 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible {
 
     /// Parses canonical IPv4 or IPv6 text (no brackets, no zone id).
     public init?(_ text: String) {
-        if let v4 = IPAddress.parseDottedQuad(Substring(text)) {
+        if let v4 = IPAddress.parseDottedQuad(text.utf8) {
             self.bytes = v4
         } else if text.contains(":"), !text.contains("%"), text.utf8.allSatisfy({ $0 < 0x80 }) {
             var raw = in6_addr()
@@ -32,16 +32,26 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// `a.b.c.d`, each 0–255 in decimal without leading zeros.
-    static func parseDottedQuad(_ text: Substring) -> [UInt8]? {
-        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 4 else { return nil }
+    static func parseDottedQuad<Bytes: Collection<UInt8>>(_ text: Bytes) -> [UInt8]? {
         var out: [UInt8] = []
-        for part in parts {
-            guard (1...3).contains(part.utf8.count), part.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-            if part.utf8.count > 1 && part.utf8.first == 0x30 { return nil }
-            guard let value = Int(part), value <= 255 else { return nil }
-            out.append(UInt8(value))
+        out.reserveCapacity(4)
+        var value = 0, digits = 0, leadingZero = false
+        for byte in text {
+            if byte == UInt8(ascii: ".") {
+                guard digits > 0, out.count < 3 else { return nil }
+                out.append(UInt8(value))
+                (value, digits) = (0, 0)
+                continue
+            }
+            // 1–3 digits, no leading zero (`010` is octal to some resolvers), at most 255.
+            guard byte >= 0x30 && byte <= 0x39, digits < 3, digits == 0 || !leadingZero else { return nil }
+            if digits == 0 { leadingZero = byte == 0x30 }
+            value = value * 10 + Int(byte - 0x30)
+            digits += 1
+            guard value <= 255 else { return nil }
         }
+        guard digits > 0, out.count == 3 else { return nil }
+        out.append(UInt8(value))
         return out
     }
 
@@ -90,7 +100,17 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        if isIPv4 { return bytes.map(String.init).joined(separator: ".") }
+        if isIPv4 {  // every log line names its client's address: written as bytes
+            var text: [UInt8] = []
+            text.reserveCapacity(15)
+            for (index, byte) in bytes.enumerated() {
+                if index > 0 { text.append(UInt8(ascii: ".")) }
+                if byte >= 100 { text.append(UInt8(ascii: "0") + byte / 100) }
+                if byte >= 10 { text.append(UInt8(ascii: "0") + byte / 10 % 10) }
+                text.append(UInt8(ascii: "0") + byte % 10)
+            }
+            return String(decoding: text, as: UTF8.self)
+        }
         var raw = in6_addr()
         withUnsafeMutableBytes(of: &raw) { $0.copyBytes(from: bytes) }
         var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))

@@ -48,8 +48,24 @@ public enum RFC3339 {
         let days = total >= 0 ? total / 86400 : (total - 86399) / 86400
         let secs = total - days * 86400
         let (y, m, d) = civilFromDays(days)
-        func pad(_ v: Int, _ n: Int) -> String { String(repeating: "0", count: max(0, n - String(v).count)) + String(v) }
-        return "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(secs / 3600, 2)):\(pad(secs / 60 % 60, 2)):\(pad(secs % 60, 2))Z"
+        guard (0...9999).contains(y) else {
+            func pad(_ v: Int, _ n: Int) -> String { String(repeating: "0", count: max(0, n - String(v).count)) + String(v) }
+            return "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(secs / 3600, 2)):\(pad(secs / 60 % 60, 2)):\(pad(secs % 60, 2))Z"
+        }
+        // Written as bytes: a decision line formats every chain certificate's date.
+        return String(unsafeUninitializedCapacity: 20) { out in
+            func put(_ value: Int, _ width: Int, at index: Int) {
+                var value = value
+                for i in stride(from: index + width - 1, through: index, by: -1) {
+                    out[i] = UInt8(ascii: "0") + UInt8(value % 10)
+                    value /= 10
+                }
+            }
+            put(y, 4, at: 0); out[4] = UInt8(ascii: "-"); put(m, 2, at: 5); out[7] = UInt8(ascii: "-"); put(d, 2, at: 8)
+            out[10] = UInt8(ascii: "T"); put(secs / 3600, 2, at: 11); out[13] = UInt8(ascii: ":"); put(secs / 60 % 60, 2, at: 14)
+            out[16] = UInt8(ascii: ":"); put(secs % 60, 2, at: 17); out[19] = UInt8(ascii: "Z")
+            return 20
+        }
     }
 
     private static func daysIn(_ month: Int, _ year: Int) -> Int {

@@ -7,21 +7,22 @@ import PinPolicy
 /// `CertificateFacts`, never the pointer.
 public final class Certificate {
     let ref: OpaquePointer
-    /// The DER, when it is kept: the bytes it was parsed from, or a probe's chain's, taken once so
-    /// that every tunnel judged on the cached probe shares one copy instead of encoding its own.
-    private let keptDER: [UInt8]?
+    /// The certificate's DER (`i2d_X509`), encoded once: a warm CONNECT asks for its cached
+    /// chain's bytes several times (the validation memo's key, the stream check's comparison, CT).
+    public let der: [UInt8]
 
-    /// Takes over a reference the caller owns (from `d2i_X509`, `PEM_read_bio_X509`, `X509_up_ref`).
+    /// Takes over a reference the caller owns (from `d2i_X509`, `PEM_read_bio_X509`, `X509_up_ref`);
+    /// `der`: the bytes it was parsed from, kept instead of a second encoding (a stream chain's
+    /// certificates share the relayed bytes).
     init(takingOwnership ref: OpaquePointer, der: [UInt8]? = nil) {
         self.ref = ref
-        keptDER = der
+        self.der = der ?? derBytes { i2d_X509(ref, $0) }!
     }
 
-    /// Adds a reference to an X509 that someone else owns (a peer chain, a store context);
-    /// `keepingDER` encodes its DER now and keeps it (see `der`).
-    public convenience init(borrowing ref: OpaquePointer, keepingDER: Bool = false) {
+    /// Adds a reference to an X509 that someone else owns (a peer chain, a store context).
+    public convenience init(borrowing ref: OpaquePointer) {
         X509_up_ref(ref)
-        self.init(takingOwnership: ref, der: keepingDER ? derBytes { i2d_X509(ref, $0) }! : nil)
+        self.init(takingOwnership: ref)
     }
 
     deinit { X509_free(ref) }
@@ -88,11 +89,12 @@ public final class Certificate {
         try load(FileError.contents(of: path))
     }
 
-    /// The DER encoding: the kept bytes (shared, no copy) or encoded now.
-    public var der: [UInt8] { keptDER ?? derBytes { i2d_X509(ref, $0) }! }
-
     /// DER SubjectPublicKeyInfo (`i2d_X509_PUBKEY`): what HPKP, OkHttp and curl hash.
     public var spkiDER: [UInt8] { derBytes { i2d_X509_PUBKEY(X509_get_X509_PUBKEY(ref), $0) }! }
+
+    /// The validity dates alone, without the rest of `facts` (its digests and names).
+    public var notBefore: Date { Self.date(X509_get0_notBefore(ref)) }
+    public var notAfter: Date { Self.date(X509_get0_notAfter(ref)) }
 
     public var facts: CertificateFacts {
         let key = X509_get0_pubkey(ref)
@@ -101,8 +103,8 @@ public final class Certificate {
             certificate: Pin(kind: .cert, digest: sha256(der))!,
             subject: Self.name(X509_get_subject_name(ref)),
             issuer: Self.name(X509_get_issuer_name(ref)),
-            notBefore: Self.date(X509_get0_notBefore(ref)),
-            notAfter: Self.date(X509_get0_notAfter(ref)),
+            notBefore: notBefore,
+            notAfter: notAfter,
             subjectAltNames: subjectAltNames,
             key: key.map(Self.describeKey) ?? "unknown",
             isCA: X509_check_ca(ref) != 0)

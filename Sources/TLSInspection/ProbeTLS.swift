@@ -86,7 +86,7 @@ public final class ProbeSSL {
     public var presentedChain: [Certificate] {
         guard let chain = SSL_get_peer_cert_chain(ref) else { return [] }
         return (0..<OPENSSL_sk_num(chain)).compactMap { i in
-            OPENSSL_sk_value(chain, i).map { Certificate(borrowing: OpaquePointer($0), keepingDER: true) }
+            OPENSSL_sk_value(chain, i).map { Certificate(borrowing: OpaquePointer($0)) }
         }
     }
 

@@ -226,3 +226,26 @@ let opensslPins: [String: (spki: String, cert: String)] = {
         #expect(Certificate.fromDER(der + [0]) == nil)  // trailing bytes: not one certificate
     }
 }
+
+/// A TLS 1.3 flight's leaf is parsed once per distinct DER (`ParsedLeaves`): the same bytes give the
+/// same certificate, other bytes another, bytes that do not parse nothing, and the memo stays
+/// within its bound.
+@Suite struct ParsedLeavesTests {
+    @Test func sameBytesSameCertificateOthersNot() throws {
+        let leaves = ParsedLeaves(capacity: 2)
+        let ec = try #require(try fixture("leaf-ec256.pem").first).der
+        let rsa = try #require(try fixture("leaf-rsa2048.pem").first).der
+        let first = try #require(leaves.certificate(ec))
+        #expect(leaves.certificate(ec) === first)
+        #expect(first.der == ec)
+        let other = try #require(leaves.certificate(rsa))
+        #expect(other !== first && other.der == rsa)
+        #expect(leaves.certificate(Array(ec.dropLast())) == nil)  // truncated: does not parse, and is not kept
+        #expect(leaves.count == 2)
+        let ed = try #require(try fixture("leaf-ed25519.pem").first).der
+        _ = try #require(leaves.certificate(ed))
+        #expect(leaves.count == 1)  // full: emptied, then the new one kept
+        #expect(leaves.certificate(ec) !== first)  // parsed again, equal bytes
+        #expect(leaves.certificate(ec)?.der == ec)
+    }
+}

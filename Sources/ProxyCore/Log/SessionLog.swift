@@ -230,14 +230,19 @@ enum SessionLog {
 
     private static func identity(_ s: DecisionRecord) -> [(String, LogValue)] {
         var f: [(String, LogValue)] = [("conn", .int(s.conn)), ("client", .string(s.client.description))]
+        f.reserveCapacity(10)
+        // Each of the record's accessors copies its stage's payload: each is asked once.
+        let judgement = s.judgement, address = s.address
         if let authority = s.authority {
             f.append(("host", .string(authority.target.description)))
             f.append(("port", .int(Int(authority.port))))
-            if case .name(let name) = authority.target, s.validation != nil || s.address != nil { f.append(("sni", .string(name))) }
+            if case .name(let name) = authority.target, judgement != nil || address != nil { f.append(("sni", .string(name))) }
         }
-        if let address = s.address { f.append(("address", .string(address.ip.description))) }
-        if let version = s.tlsVersion { f.append(("tls", .string(version.description))) }
-        if let judgement = s.judgement {
+        if let address { f.append(("address", .string(address.ip.description))) }
+        var version = judgement?.tlsVersion
+        if case .probeFailed(_, _, let contact) = s.stage { version = contact.tlsVersion }
+        if let version { f.append(("tls", .string(version.description))) }
+        if let judgement {
             f.append(("key_proof", .string(judgement.keyProof.rawValue)))
             f.append(("cached", .bool(judgement.cached)))
         }

@@ -17,6 +17,16 @@ final class ValidationMemo: @unchecked Sendable {
         let target: Target
         let trust: Trust
         let anchors: [Pin]?
+
+        /// The chain's bytes hashed in bulk (the synthesized hash feeds them one byte at a time,
+        /// which was most of a warm CONNECT's memo lookup).
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(chain.count)
+            for der in chain { hasher.combine(bytesOf: der) }
+            hasher.combine(target)
+            hasher.combine(trust)
+            hasher.combine(anchors)
+        }
     }
 
     private struct Entry {
@@ -61,5 +71,14 @@ final class ValidationMemo: @unchecked Sendable {
             }
             entries[key] = entry
         }
+    }
+}
+
+extension Hasher {
+    /// A byte array's count and bytes, hashed in bulk: the same arrays hash the same, as with
+    /// `combine(_:)`, at a fraction of its cost for certificates (it hashes one byte at a time).
+    mutating func combine(bytesOf bytes: [UInt8]) {
+        combine(bytes.count)
+        bytes.withUnsafeBytes { combine(bytes: $0) }
     }
 }

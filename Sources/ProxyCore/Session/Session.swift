@@ -218,10 +218,8 @@ final class Session {
             }
             if case .probing = machine.state, case .none = work { work = .probing(waiter) }
         case .connect(let addresses):
-            if case .connecting(let admitted, .pinned(let rule, let judgement, _)) = machine.state {
-                worker.noteWarnings(judgement.evaluation, record: DecisionRecord(conn: id, client: client, .judged(admitted, rule, judgement)))
-            }
             let authority = machine.admitted!.authority
+            let settings = self.settings  // read once: each read copies the snapshot's ProxySettings
             let total = addresses.count == 1 ? settings.connectTimeout : settings.connectTotalTimeout
             // Behind a parent proxy the tunnel is a CONNECT on the parent, like the probe was.
             let hop = settings.upstreamProxy.map { ParentHop(parent: $0, target: authority) }
@@ -334,15 +332,21 @@ final class Session {
             preconditionFailure("a tunnel without both sides")
         }
         pendingUpstream = nil
-        let established = Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8)
-        evbuffer_add(clientSide.output, established, established.count)
+        worker.tally.withLock { $0.counters.count(decision) }
+        sendEstablished(on: clientSide)
         openedAt = .now
-        decided(record, decision)
+        // The judgement's warnings and the rotation book, after the 200 (a refusal notes them on its
+        // own way out), before the decision line as they always came.
+        if case .pinned(let rule, let judgement, _) = passage {
+            worker.noteWarnings(judgement.evaluation, record: DecisionRecord(conn: id, client: client, .judged(admitted, rule, judgement)))
+        }
+        logDecision(record, decision)
         // A pinned rule's tunnel is checked against the chain its probe judged.
         let pinning: StreamCheck.Context.Pinning = switch passage {
         case .pinned(let rule, let probe, _): .pinned(rule: rule, probe: probe)
         case .unpinned: .unpinned
         }
+        let settings = self.settings  // read once: each read copies the snapshot's ProxySettings
         var context = StreamCheck.Context(authority: admitted.authority, snapshot: admitted.snapshot, pinning: pinning,
                                           debugBypassEnabled: worker.debugBypassEnabled, keyLog: worker.keyLog)
         context.quarantine = worker.quarantine
@@ -378,10 +382,24 @@ final class Session {
         worker.logStreamNote(note, record: DecisionRecord(conn: id, client: client, .opened(admitted, passage, address: address)))
     }
 
-    /// The tunnel opened: counts its decision, then logs it (`tunnel_allowed`, `tunnel_bypassed`,
-    /// `tunnel_unpinned`), built only when its level is written.
-    private func decided(_ record: DecisionRecord, _ decision: TunnelDecision) {
-        worker.tally.withLock { $0.counters.count(decision) }
+    /// The `200`, straight to the socket when nothing waits before it (always, at this point): the
+    /// client has it before the decision line is built (a third of a warm pinned CONNECT's
+    /// instructions), not after the loop's next turn. What the socket does not take at once goes
+    /// through the bufferevent as before.
+    private func sendEstablished(on side: BufferEvent) {
+        let established = Self.established
+        var sent = 0
+        if evbuffer_get_length(side.output) == 0 {
+            sent = max(0, established.withUnsafeBytes { send(side.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) })
+        }
+        if sent < established.count { evbuffer_add(side.output, established.withUnsafeBytes { $0.baseAddress! + sent }, established.count - sent) }
+    }
+
+    private static let established = Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8)
+
+    /// The tunnel opened: its decision line (`tunnel_allowed`, `tunnel_bypassed`, `tunnel_unpinned`),
+    /// built only when its level is written. Counted before the `200`.
+    private func logDecision(_ record: DecisionRecord, _ decision: TunnelDecision) {
         guard SessionLog.level(of: decision) >= worker.logger.logLevel else { return }
         var line = SessionLog.decision(record, decision)
         line["worker"] = .int(worker.index)  // which loop carries the tunnel (its close line comes from the same one)

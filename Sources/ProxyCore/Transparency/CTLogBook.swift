@@ -84,12 +84,17 @@ final class CTLogBook: @unchecked Sendable {
     func judge(_ presented: [Certificate], delivered: DeliveredSCTs, mode: CTMode, at now: Date) -> CTFinding {
         let leaf = presented[0]
         let key = CheckedKey(leaf: leaf.der, issuer: presented.count > 1 ? presented[1].der : nil, delivered: delivered)
-        let facts = checked.withLock { $0[key] } ?? check(presented, delivered: delivered)
-        checked.withLock { memo in
-            if memo[key] == nil && memo.count >= Self.checkedCapacity { memo.removeAll(keepingCapacity: true) }
-            memo[key] = facts
+        let facts: [SCTFacts]
+        if let remembered = checked.withLock({ $0[key] }) {
+            facts = remembered
+        } else {
+            facts = check(presented, delivered: delivered)
+            checked.withLock { memo in
+                if memo[key] == nil && memo.count >= Self.checkedCapacity { memo.removeAll(keepingCapacity: true) }
+                memo[key] = facts
+            }
         }
-        let verdict = CTPolicy.chrome.evaluate(notBefore: leaf.facts.notBefore, notAfter: leaf.facts.notAfter, scts: facts, list: list, at: now)
+        let verdict = CTPolicy.chrome.evaluate(notBefore: leaf.notBefore, notAfter: leaf.notAfter, scts: facts, list: list, at: now)
         var enforced = mode
         if mode == .require, settings.staleList == .report, case .stale = freshness(at: now) { enforced = .report }
         return CTFinding(mode: mode, enforced: enforced, verdict: verdict)
@@ -102,6 +107,17 @@ final class CTLogBook: @unchecked Sendable {
         let leaf: [UInt8]
         let issuer: [UInt8]?
         let delivered: DeliveredSCTs
+
+        /// The bytes hashed in bulk (see `Hasher.combine(bytesOf:)`).
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(bytesOf: leaf)
+            hasher.combine(issuer != nil)
+            if let issuer { hasher.combine(bytesOf: issuer) }
+            hasher.combine(delivered.tlsExtension != nil)
+            if let list = delivered.tlsExtension { hasher.combine(bytesOf: list) }
+            hasher.combine(delivered.ocspResponse != nil)
+            if let response = delivered.ocspResponse { hasher.combine(bytesOf: response) }
+        }
     }
     private let checked = Locked<[CheckedKey: [SCTFacts]]>([:])
     private static let checkedCapacity = 1024
