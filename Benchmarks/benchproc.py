@@ -48,7 +48,10 @@ def write_report(out, name, report, table):
     print(table)
 
 def run(main, work):
-    """Runs `main`; whatever happens, every child is stopped and the work directory removed."""
+    """Runs `main`; whatever happens (an exception, ^C, SIGTERM), every child is stopped and the work
+    directory removed."""
+    import signal, sys
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         main()
     finally:

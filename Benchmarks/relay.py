@@ -2,8 +2,10 @@
 """Throughput and memory of pinproxy's relay next to Squid, tinyproxy and no proxy (issue 8, item 5).
 Run through Benchmarks/relay.sh, which builds release first. Loopback only; every loop is bounded.
 
-  throughput  1 GiB over HTTPS (curl → Benchmarks/bulk_server.py, 1 MiB per SSL_write), TLS 1.2 and 1.3, through: nothing,
-              pinproxy (relay: copy and relay: splice, a pinned rule), Squid, tinyproxy; ROUNDS
+  throughput  1 GiB over HTTPS (curl → Benchmarks/bulk_sender.c, C and OpenSSL, a process per connection, 1 MiB per
+              SSL_write: an upstream that outruns every relay), TLS 1.2 and 1.3, through: nothing, the ceiling
+              (Benchmarks/ceiling_relay.c: a minimal C CONNECT relay, read/write 256 KiB and splice through a
+              pipe), pinproxy (relay: copy and relay: splice, a pinned rule), Squid, tinyproxy; ROUNDS
               interleaved rounds (each round runs every path once), medians; each proxy's CPU seconds
               per GiB from /proc/PID/stat (utime + stime) over its transfers.
   parallel    PARALLEL (16) tunnels at once, TLS 1.3, sharing SIZE bytes, through each path,
@@ -55,12 +57,20 @@ def status_kib(pids, key):
 
 def vmhwm_kib(pids): return status_kib(pids, "VmHWM")
 
+# --- the C peers, built in the work directory (removed at exit) -------------------------------
+CFLAGS = ["-O2", "-Wall"]
+def build_c(name, libraries=()):
+    binary = os.path.join(work, name)
+    subprocess.run(["cc", *CFLAGS, "-pthread", "-o", binary, os.path.join(ROOT, "Benchmarks", name + ".c"), *libraries], check=True, timeout=120)
+    return binary
+BULK_SENDER = build_c("bulk_sender", ["-lssl", "-lcrypto"])
+CEILING_RELAY = build_c("ceiling_relay")
+
 # --- upstreams -------------------------------------------------------------------------------
 upstreams = {}
 for tls in ("1.2", "1.3"):
     port = free_port()
-    start([sys.executable, os.path.join(ROOT, "Benchmarks/bulk_server.py"), str(port), F + "/leaf-ec256.key.pem",
-           F + "/leaf-ec256.chain.pem", tls, str(SIZE)])
+    start([BULK_SENDER, str(port), F + "/leaf-ec256.key.pem", F + "/leaf-ec256.chain.pem", tls, str(SIZE)])
     upstreams[tls] = port
 for port in upstreams.values(): wait_port(port)
 
@@ -90,6 +100,12 @@ def start_pinproxy(relay, ports, extra=""):
     port = free_port()
     log = open(os.path.join(work, "pinproxy-%s.log" % relay), "a")
     p = start([BIN, "run", "--config", pinproxy_config(relay, ports, extra), "--listen", "127.0.0.1:%d" % port], stderr=log)
+    wait_port(port)
+    return p, port
+
+def start_ceiling(mode):
+    port = free_port()
+    p = start([CEILING_RELAY, mode, str(port)])
     wait_port(port)
     return p, port
 
@@ -173,7 +189,8 @@ def curl(tls, proxy_port, pinproxy=False):
 
 def throughput():
     ports = list(upstreams.values())
-    proxies = {"pinproxy copy": start_pinproxy("copy", ports), "pinproxy splice": start_pinproxy("splice", ports),
+    proxies = {"C relay copy (ceiling)": start_ceiling("copy"), "C relay splice (ceiling)": start_ceiling("splice"),
+               "pinproxy copy": start_pinproxy("copy", ports), "pinproxy splice": start_pinproxy("splice", ports),
                "squid": start_squid(), "tinyproxy": start_tinyproxy()}
     paths = ["direct"] + list(proxies)
     results = {tls: {p: {"mb_s": [], "cpu_s": 0.0, "bytes": 0} for p in paths} for tls in upstreams}
@@ -358,15 +375,37 @@ def idle():
             holder.running = False
     return results
 
+def machine():
+    """The CPU's model name, for the table's first line."""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"): return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine()
+
 def versions():
-    """pinproxy's commit and the other proxies' versions, for the table's first line."""
+    """Every peer's version, for the table's first line: pinproxy's commit (and whether the tree had
+    changes), Squid, tinyproxy, the compiler that built the C relay and sender, OpenSSL."""
     def first_line(args):
         try: return subprocess.run(args, capture_output=True, text=True, timeout=10).stdout.splitlines()[0]
         except (OSError, IndexError, subprocess.TimeoutExpired): return "?"
     commit = first_line(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
+    if first_line(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"]) != "?": commit += " (with local changes)"
+    if "PINPROXY_BIN" in os.environ: commit = "binary " + BIN
     squid = first_line(["squid", "-v"]).replace("Squid Cache: Version ", "")
     tiny = first_line(["tinyproxy", "-v"]).replace("tinyproxy ", "")
-    return "pinproxy %s, Squid %s, tinyproxy %s" % (commit, squid, tiny)
+    cc = first_line(["cc", "--version"])
+    openssl = first_line(["openssl", "version"])
+    return "pinproxy %s, Squid %s, tinyproxy %s, C relay and sender: %s %s, %s" % (commit, squid, tiny, cc, " ".join(CFLAGS), openssl)
+
+def against(by_path, path):
+    """pinproxy's MB/s as a share of the faster C relay's, and its MB/s and CPU per GiB over Squid's."""
+    def ratio(a, b, fmt): return fmt % (a / b) if a is not None and b else "–"
+    r, squid = by_path[path], by_path["squid"]
+    ceilings = [by_path[p]["median_mb_s"] for p in by_path if p.startswith("C relay") and by_path[p]["median_mb_s"]]
+    return [ratio(r["median_mb_s"], max(ceilings) if ceilings else None, "%.2f"), ratio(r["median_mb_s"], squid["median_mb_s"], "%.2f×"),
+            ratio(r["cpu_s_per_gib"], squid["cpu_s_per_gib"], "%.2f×")]
 
 def main():
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -383,8 +422,9 @@ def main():
     load_after = open("/proc/loadavg").read().split()[:3]
     report = {"date": started, "cores": os.cpu_count(), "kernel": platform.release(), "rounds": ROUNDS, "bytes": SIZE,
               "loadavg_before": load_before, "loadavg_after": load_after, "latency_tunnels": LATENCY, "throughput": tp, "setup": lat, "idle": idl}
-    lines = ["%s, %d cores, Linux %s, %s; %d interleaved rounds of %d MiB; load average %s before, %s after" %
-             (started, os.cpu_count(), platform.release(), versions(), ROUNDS, SIZE >> 20, " ".join(load_before), " ".join(load_after)), "",
+    report["machine"], report["versions"] = machine(), versions()
+    lines = ["%s, %s, %d cores, Linux %s; %s; %d interleaved rounds of %d MiB; load average %s before, %s after" %
+             (started, report["machine"], os.cpu_count(), platform.release(), report["versions"], ROUNDS, SIZE >> 20, " ".join(load_before), " ".join(load_after)), "",
              "| path | TLS 1.2 MB/s | TLS 1.2 CPU s/GiB | TLS 1.3 MB/s | TLS 1.3 CPU s/GiB |", "|---|---|---|---|---|"]
     for path in tp.get("1.2", {}):  # the single-tunnel rows
         row = [path]
@@ -392,6 +432,11 @@ def main():
             r = tp[tls][path]
             row += [str(r["median_mb_s"]) + (" (%d failed)" % r["failures"] if r.get("failures") else ""), "–" if r["cpu_s_per_gib"] is None else str(r["cpu_s_per_gib"])]
         lines.append("| " + " | ".join(row) + " |")
+    if tp.get("1.2"):
+        lines += ["", "| relay | TLS 1.2: of the ceiling | × Squid MB/s | × Squid CPU/GiB | TLS 1.3: of the ceiling | × Squid MB/s | × Squid CPU/GiB |",
+                  "|---|---|---|---|---|---|---|"]
+        for path in ("pinproxy copy", "pinproxy splice"):
+            lines.append("| " + " | ".join([path] + [cell for tls in ("1.2", "1.3") for cell in against(tp[tls], path)]) + " |")
     if tp.get("parallel"):
         lines += ["", "| %d tunnels at once, TLS 1.3, %d MiB in all | aggregate MB/s (median) |" % (PARALLEL, SIZE >> 20), "|---|---|"]
         for path, r in tp["parallel"].items():

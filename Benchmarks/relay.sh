@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # The benchmark of issue 8, item 5, in one command: builds release, then runs Benchmarks/relay.py —
 # interleaved in one run, loopback only, every loop bounded:
-#   1 GiB over HTTPS (TLS 1.2 and 1.3) directly and through pinproxy (relay: copy, relay: splice),
+#   1 GiB over HTTPS (TLS 1.2 and 1.3, from Benchmarks/bulk_sender.c) directly and through the
+#     ceiling (Benchmarks/ceiling_relay.c: copy and splice), pinproxy (relay: copy, relay: splice),
 #     Squid and tinyproxy, ROUNDS rounds, medians, each proxy's CPU s/GiB from /proc;
 #   PARALLEL tunnels at once sharing SIZE (TLS 1.3): aggregate MB/s per path;
 #   CONNECT → 200 and → first byte over LATENCY sequential tunnels: pinproxy pinned cold (a probe
 #     each), pinned warm (verification cache), unpinned, Squid, tinyproxy, and direct (first byte);
 #   1,000 and 9,000 simultaneous idle tunnels: success, RSS held, VmHWM open and through teardown.
+# The two C programs are built with cc in the run's temporary work directory, removed at exit.
 # Writes OUTDIR/relay.json and OUTDIR/relay.md (default Benchmarks/results/) and prints the tables.
 #   Benchmarks/relay.sh [--quick] [OUTDIR]
 #     env: ROUNDS (5), SIZE (bytes, 1 GiB), PARALLEL (16), LATENCY (500), IDLE (1000,9000),
-#          IDLE_PROXIES (e.g. "pinproxy": the idle rounds of those proxies only)
-#     --quick: ROUNDS=1 SIZE=64 MiB LATENCY=50 IDLE=200, into a temporary OUTDIR unless one is given
+#          IDLE_PROXIES (e.g. "pinproxy": the idle rounds of those proxies only),
+#          PINPROXY_BIN (a pinproxy binary already built: no release build; the table names it)
+#     --quick: ROUNDS=1 SIZE=256 MiB (CPU time counts in 10 ms ticks: 0.04 s/GiB at this size) LATENCY=50 IDLE=200, into a temporary OUTDIR unless one is given
 # Squid and tinyproxy are installed with apt when missing; they run as this user's children on
 # loopback ports with their own temporary configs, never as system services.
 set -euo pipefail
@@ -19,14 +22,14 @@ cd "$(dirname "$0")/.."
 out=Benchmarks/results
 if [ "${1:-}" = "--quick" ]; then
   shift
-  export ROUNDS=${ROUNDS:-1} SIZE=${SIZE:-$((64 << 20))} LATENCY=${LATENCY:-50} IDLE=${IDLE:-200}
+  export ROUNDS=${ROUNDS:-1} SIZE=${SIZE:-$((256 << 20))} LATENCY=${LATENCY:-50} IDLE=${IDLE:-200}
   out=$(mktemp -d /tmp/pinproxy-bench-quick.XXXXXX)
 fi
 out=${1:-$out}
 for tool in squid tinyproxy; do
   command -v "$tool" >/dev/null || PATH=$PATH:/usr/sbin command -v "$tool" >/dev/null || apt-get install -y squid tinyproxy
 done
-swift build -c release --product pinproxy >/dev/null
+[ -n "${PINPROXY_BIN:-}" ] || swift build -c release --product pinproxy >/dev/null
 # 9,000 tunnels hold ~18,000 descriptors in the proxy and 9,000 in the client: up to the hard limit.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || ulimit -n 20000
 exec env PATH="$PATH:/usr/sbin" python3 Benchmarks/relay.py "$out"
