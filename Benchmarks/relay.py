@@ -385,13 +385,14 @@ def machine():
     return platform.machine()
 
 def versions():
-    """Every peer's version, for the table's first line: pinproxy's commit (and whether the tree had
-    changes), Squid, tinyproxy, the compiler that built the C relay and sender, OpenSSL."""
+    """Every peer's version, for the table's first line: pinproxy's commit (and whether its sources had
+    changes when the run began), Squid, tinyproxy, the compiler that built the C relay and sender, OpenSSL."""
     def first_line(args):
         try: return subprocess.run(args, capture_output=True, text=True, timeout=10).stdout.splitlines()[0]
         except (OSError, IndexError, subprocess.TimeoutExpired): return "?"
     commit = first_line(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
-    if first_line(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"]) != "?": commit += " (with local changes)"
+    if first_line(["git", "-C", ROOT, "status", "--porcelain", "--", "Sources", "Package.swift", "Package.resolved"]) != "?":
+        commit += " (with local changes)"  # in what the binary is built from; docs and benchmarks do not count
     if "PINPROXY_BIN" in os.environ: commit = "binary " + BIN
     squid = first_line(["squid", "-v"]).replace("Squid Cache: Version ", "")
     tiny = first_line(["tinyproxy", "-v"]).replace("tinyproxy ", "")
@@ -413,6 +414,7 @@ def main():
     resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
     load_before = open("/proc/loadavg").read().split()[:3]
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    peers = versions()  # before the run: the tree may change while it runs
     tp = throughput() if ROUNDS else {}  # ROUNDS=0: the idle rounds alone
     os.makedirs(OUT, exist_ok=True)
     json.dump({"date": started, "throughput": tp}, open(os.path.join(OUT, "relay-throughput.json"), "w"), indent=2)  # kept if idle fails
@@ -422,8 +424,8 @@ def main():
     load_after = open("/proc/loadavg").read().split()[:3]
     report = {"date": started, "cores": os.cpu_count(), "kernel": platform.release(), "rounds": ROUNDS, "bytes": SIZE,
               "loadavg_before": load_before, "loadavg_after": load_after, "latency_tunnels": LATENCY, "throughput": tp, "setup": lat, "idle": idl}
-    report["machine"], report["versions"] = machine(), versions()
-    lines = ["%s, %s, %d cores, Linux %s; %s; %d interleaved rounds of %d MiB; load average %s before, %s after" %
+    report["machine"], report["versions"] = machine(), peers
+    lines = ["%s, %s, %d cores, Linux %s; %s; %d interleaved round(s) of %d MiB; load average %s before, %s after" %
              (started, report["machine"], os.cpu_count(), platform.release(), report["versions"], ROUNDS, SIZE >> 20, " ".join(load_before), " ".join(load_after)), "",
              "| path | TLS 1.2 MB/s | TLS 1.2 CPU s/GiB | TLS 1.3 MB/s | TLS 1.3 CPU s/GiB |", "|---|---|---|---|---|"]
     for path in tp.get("1.2", {}):  # the single-tunnel rows
