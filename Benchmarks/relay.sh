@@ -23,7 +23,7 @@ out=Benchmarks/results
 if [ "${1:-}" = "--quick" ]; then
   shift
   export ROUNDS=${ROUNDS:-1} SIZE=${SIZE:-$((256 << 20))} LATENCY=${LATENCY:-50} IDLE=${IDLE:-200}
-  out=$(mktemp -d /tmp/pinproxy-bench-quick.XXXXXX)
+  [ -n "${1:-}" ] || out=$(mktemp -d /tmp/pinproxy-bench-quick.XXXXXX)  # only when no OUTDIR is given
 fi
 out=${1:-$out}
 for tool in squid tinyproxy; do
