@@ -44,13 +44,8 @@ public final class Certificate {
     public static func fromDER(_ bytes: [UInt8]) -> Certificate? {
         ERR_clear_error()
         defer { ERR_clear_error() }
-        return bytes.withUnsafeBufferPointer { buffer -> Certificate? in
-            guard let start = buffer.baseAddress, !buffer.isEmpty else { return nil }
-            var cursor: UnsafePointer<UInt8>? = start
-            guard let parsed = d2i_X509(nil, &cursor, buffer.count) else { return nil }
-            let certificate = Certificate(takingOwnership: parsed, der: bytes)
-            return cursor == start + buffer.count ? certificate : nil
-        }
+        guard let parsed = decodeDER(bytes, { d2i_X509(nil, $0, $1) }, free: X509_free) else { return nil }
+        return Certificate(takingOwnership: parsed, der: bytes)
     }
 
     /// A chain as it crosses the wire, each entry by `fromDER`; nil if any entry does not parse.

@@ -67,6 +67,20 @@ public func sha256(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
 
 public func sha256(_ bytes: [UInt8]) -> [UInt8] { bytes.withUnsafeBytes { sha256($0) } }
 
+/// Exactly one DER value filling `bytes`, read by an OpenSSL `d2i_*` function (`decode(&cursor,
+/// length)`); nil when it does not parse or leaves bytes over (what it read then is freed): bytes
+/// off the wire or from a file must be one value, not one value and something else.
+func decodeDER<Value>(_ bytes: [UInt8], _ decode: (UnsafeMutablePointer<UnsafePointer<UInt8>?>, Int) -> Value?,
+                      free: (Value) -> Void) -> Value? {
+    bytes.withUnsafeBufferPointer { buffer -> Value? in
+        guard let start = buffer.baseAddress, !buffer.isEmpty else { return nil }
+        var cursor: UnsafePointer<UInt8>? = start
+        guard let value = decode(&cursor, buffer.count) else { return nil }
+        guard cursor == start + buffer.count else { free(value); return nil }
+        return value
+    }
+}
+
 /// The DER that an OpenSSL `i2d_*` function writes.
 func derBytes(_ encode: (UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>) -> Int32) -> [UInt8]? {
     var out: UnsafeMutablePointer<UInt8>? = nil

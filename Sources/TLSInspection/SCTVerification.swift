@@ -19,14 +19,7 @@ public final class CTLogKey {
     public init?(spki: [UInt8]) {
         ERR_clear_error()
         defer { ERR_clear_error() }
-        let parsed: OpaquePointer? = spki.withUnsafeBufferPointer { buffer in
-            guard let start = buffer.baseAddress, !buffer.isEmpty else { return nil }
-            var cursor: UnsafePointer<UInt8>? = start
-            guard let key = d2i_PUBKEY(nil, &cursor, buffer.count) else { return nil }
-            guard cursor == start + buffer.count else { EVP_PKEY_free(key); return nil }
-            return key
-        }
-        guard let parsed else { return nil }
+        guard let parsed = decodeDER(spki, { d2i_PUBKEY(nil, $0, $1) }, free: EVP_PKEY_free) else { return nil }
         let type = EVP_PKEY_get_base_id(parsed)
         guard type == EVP_PKEY_EC || type == EVP_PKEY_RSA else { EVP_PKEY_free(parsed); return nil }
         key = parsed

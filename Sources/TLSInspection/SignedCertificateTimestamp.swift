@@ -98,15 +98,10 @@ extension Certificate {
 func derOctetString(_ bytes: [UInt8]) -> [UInt8]? {
     ERR_clear_error()
     defer { ERR_clear_error() }
-    return bytes.withUnsafeBufferPointer { buffer -> [UInt8]? in
-        guard let start = buffer.baseAddress, !buffer.isEmpty else { return nil }
-        var cursor: UnsafePointer<UInt8>? = start
-        guard let string = d2i_ASN1_OCTET_STRING(nil, &cursor, buffer.count) else { return nil }
-        defer { ASN1_OCTET_STRING_free(string) }
-        guard cursor == start + buffer.count else { return nil }
-        guard let data = ASN1_STRING_get0_data(string) else { return [] }
-        return Array(UnsafeBufferPointer(start: data, count: Int(ASN1_STRING_length(string))))
-    }
+    guard let string = decodeDER(bytes, { d2i_ASN1_OCTET_STRING(nil, $0, $1) }, free: ASN1_OCTET_STRING_free) else { return nil }
+    defer { ASN1_OCTET_STRING_free(string) }
+    guard let data = ASN1_STRING_get0_data(string) else { return [] }
+    return Array(UnsafeBufferPointer(start: data, count: Int(ASN1_STRING_length(string))))
 }
 
 // MARK: Stapled OCSP
@@ -147,14 +142,9 @@ extension SignedCertificateTimestamp {
     static func stapledList(ocspResponse der: [UInt8], leaf: Certificate, issuer: Certificate) throws(TLSReadError) -> [UInt8]? {
         ERR_clear_error()
         defer { ERR_clear_error() }
-        let parsed: OpaquePointer? = der.withUnsafeBufferPointer { buffer in
-            guard let start = buffer.baseAddress, !buffer.isEmpty else { return nil }
-            var cursor: UnsafePointer<UInt8>? = start
-            guard let response = d2i_OCSP_RESPONSE(nil, &cursor, buffer.count) else { return nil }
-            guard cursor == start + buffer.count else { OCSP_RESPONSE_free(response); return nil }
-            return response
+        guard let response = decodeDER(der, { d2i_OCSP_RESPONSE(nil, $0, $1) }, free: OCSP_RESPONSE_free) else {
+            throw .malformed("stapled OCSP response is not one DER OCSPResponse")
         }
-        guard let response = parsed else { throw .malformed("stapled OCSP response is not one DER OCSPResponse") }
         defer { OCSP_RESPONSE_free(response) }
         guard OCSP_response_status(response) == OCSP_RESPONSE_STATUS_SUCCESSFUL,
               let basic = OCSP_response_get1_basic(response) else { return nil }
