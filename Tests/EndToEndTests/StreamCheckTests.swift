@@ -88,6 +88,20 @@ import TestSupport
         #expect(line["detail"] == "the upstream closed before its first flight was complete")
     }
 
+    /// A TLS 1.2 server that hangs up right after a whole Certificate: its chain is judged at the
+    /// next message (a CertificateStatus may bring SCTs), which never comes; nothing held, the
+    /// ServerHello and Certificate included, reaches the client.
+    @Test func aServerThatHangsUpRightAfterItsCertificateGivesTheClientNothing() throws {
+        let genuine = try Upstream("leaf-ec256", name: "genuine", tls: "1.2")
+        let cutter = try Replayer(genuine: genuine.port, abort: "none", cutAfterCertificate: true)
+        let proxy = try ProxyProcess(config: policy(ports: [cutter.port], rules: Self.apiPinned))
+        let result = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: cutter.port, extra: ["--tls-max", "1.2"])
+        #expect(result.connectStatus == 200 && result.exitCode != 0)
+        let line = try #require(proxy.waitFor("tunnel_refused"))
+        #expect(line["stage"] == "stream" && line.refusal == .stream(.malformedTLS) && line["bytes_down"] == "0", "\(line)")
+        #expect(line["detail"] == "the upstream closed before its first flight was complete", "\(line)")
+    }
+
     /// The good path through the stream check, byte for byte, with how it was verified.
     @Test(arguments: [("1.2", "probe+stream", "TLSv1.2"), ("1.3", "probe+mirror", "TLSv1.3")])
     func goodTunnelsStillWork(tls: String, verify: String, version: String) throws {

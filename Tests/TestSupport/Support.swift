@@ -201,10 +201,13 @@ public final class Replayer: @unchecked Sendable {
     public let helper: Helper
     public var port: UInt16 { helper.port }
 
-    public init(genuine: UInt16, abort: String, then rogue: UInt16? = nil, truncate: Int? = nil) throws {
+    /// `truncate`: later connections get that many bytes of the genuine answer, then a FIN;
+    /// `cutAfterCertificate`: its records up to the one carrying the TLS 1.2 Certificate, then a FIN.
+    public init(genuine: UInt16, abort: String, then rogue: UInt16? = nil, truncate: Int? = nil, cutAfterCertificate: Bool = false) throws {
         var args = ["\(Paths.scripts)/replayer.py", "--genuine", String(genuine), "--abort", abort]
         if let rogue { args += ["--then", String(rogue)] }
         if let truncate { args += ["--then", "1", "--truncate", String(truncate)] }
+        if cutAfterCertificate { args += ["--then", "1", "--cut-after-certificate"] }
         helper = try Helper("/usr/bin/env", ["python3"] + args)
     }
 }

@@ -27,6 +27,9 @@ p.add_argument("--genuine", type=int, required=True)
 p.add_argument("--then", type=int, default=0)
 p.add_argument("--truncate", type=int, default=0,
                help="with --abort none: later connections get only this many bytes of --genuine's answer, then FIN")
+p.add_argument("--cut-after-certificate", action="store_true",
+               help="with --abort none: later connections get --genuine's answer up to the end of the record "
+                    "carrying its (TLS 1.2, plaintext) Certificate, then FIN: a server that hangs up right after it")
 p.add_argument("--abort", choices=["alert", "fin", "rst", "none"], default="fin")
 a = p.parse_args()
 
@@ -66,6 +69,21 @@ def truncated(client, port, limit):
         data = upstream.recv(limit - sent)
         if not data: break
         client.sendall(data); sent += len(data)
+    client.shutdown(socket.SHUT_WR)
+
+
+def cut_after_certificate(client, port):
+    """The server's records passed on whole up to the one that carries a Certificate (type 11), then a FIN."""
+    upstream = socket.create_connection(("127.0.0.1", port), timeout=30)
+    threading.Thread(target=pump, args=(client, upstream), daemon=True).start()
+    for _ in range(64):  # bounded: a first flight has a handful of records
+        header = read_exact(upstream, 5)
+        if header is None: break
+        body = read_exact(upstream, struct.unpack("!H", header[3:5])[0])
+        if body is None: break
+        client.sendall(header + body)
+        if header[0] == 22 and body[:1] == b"\x0b":
+            break
     client.shutdown(socket.SHUT_WR)
 
 
@@ -160,6 +178,8 @@ def handle(client):
             served_first[0] = True
         if replay and a.abort == "none":
             passthrough(client, a.genuine)   # the probe gets the genuine server, whole
+        elif not replay and a.cut_after_certificate:
+            cut_after_certificate(client, a.genuine)
         elif not replay and a.truncate:
             truncated(client, a.genuine, a.truncate)
         elif replay:
