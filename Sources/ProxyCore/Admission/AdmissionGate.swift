@@ -104,8 +104,7 @@ enum AdmissionGate {
             }
         }
         if rule.mode == .unpinned {
-            if kind == .connect, policy.ctMode(under: rule) != .off { return .probe(rule) }
-            return .unpinned(.ruleUnpinned, rule: rule)
+            return kind == .connect && rule.checksChain(under: policy) ? .probe(rule) : .unpinned(.ruleUnpinned, rule: rule)
         }
         // A plain request never gets here with a pinning rule: `pinningRule` saw it first.
         return kind == .connect ? .probe(rule) : .refused(.pinnedHostOverPlain(authority.target, rule))
