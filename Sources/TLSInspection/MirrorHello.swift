@@ -141,7 +141,7 @@ private func mirrorKeyShares(_ data: [UInt8], keys: inout [EphemeralKey], uncomp
             let group = try list.uint16("key share group")
             let length = try list.vector("key_exchange", lengthBytes: 2, 1...0xFFFF).bytes.count
             var share = randomBytes(length)
-            if let known = MirrorGroup(rawValue: group), known.shareLength == length, let key = EphemeralKey(known) {
+            if let known = MirrorGroup(rawValue: group), known.shareLength == length, let key = EphemeralKeyStock.shared.take(known) {
                 share = key.publicShare
                 keys.append(key)
             } else {

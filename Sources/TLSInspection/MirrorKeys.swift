@@ -113,6 +113,42 @@ final class EphemeralKey: @unchecked Sendable, CustomStringConvertible {
     deinit { EVP_PKEY_free(key) }
 }
 
+/// X25519 keys made before a mirror needs them. A mirror's hello is built in the loop turn that
+/// forwards the client's own, and the client's hello waits for it; making its key there put an
+/// X25519 key generation (about 40 µs, a sixth of a pinned TLS 1.3 tunnel's instructions) on the
+/// path to the client's first byte. The session stocks keys instead right after a mirrored
+/// tunnel's `200`, while its client is still building the hello; the mirror takes one (or makes
+/// one, when the stock is empty or the client offered another group). Every key is used for one
+/// mirror at most: taking removes it. Shared by the worker threads; bounded.
+public final class EphemeralKeyStock: @unchecked Sendable {
+    public static let shared = EphemeralKeyStock(capacity: 16)
+
+    /// The group kept in stock: the one nearly every client offers a share for.
+    static let group = MirrorGroup.x25519
+
+    private let lock = NSLock()
+    private var keys: [EphemeralKey] = []
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    /// Makes keys until `count` (at most the capacity) are in stock.
+    public func fill(upTo count: Int) {
+        let missing = min(count, capacity) - lock.withLock { keys.count }
+        guard missing > 0 else { return }
+        let made = (0..<missing).compactMap { _ in EphemeralKey(Self.group) }
+        lock.withLock { keys += made.prefix(max(0, capacity - keys.count)) }
+    }
+
+    /// A key of `group`: one from the stock when it holds that group, else a fresh one.
+    func take(_ group: MirrorGroup) -> EphemeralKey? {
+        if group == Self.group, let stocked = lock.withLock({ keys.popLast() }) { return stocked }
+        return EphemeralKey(group)
+    }
+
+    public var count: Int { lock.withLock { keys.count } }
+}
+
 /// A fresh public key of an RFC 7919 FFDHE group (0x0100 ffdhe2048 … 0x0104 ffdhe8192) as a TLS
 /// 1.3 share (big-endian, as long as the prime: RFC 8446 §4.2.8.1), or nil. The private key is
 /// freed here: pinproxy does not compute FFDHE secrets, the share only has to be acceptable.
@@ -146,30 +182,6 @@ func randomBytes(_ count: Int) -> [UInt8] {
         withUnsafeBytes(of: generator.next() as UInt64) { bytes += $0 }
     }
     return Array(bytes.prefix(count))
-}
-
-/// HKDF-Extract(salt, IKM) (RFC 5869 §2.2) through OpenSSL's HKDF in extract-only mode.
-func hkdfExtract(salt: SecretBytes, ikm: SecretBytes, suite: TLS13Suite) -> SecretBytes {
-    var extracted = false
-    let output = SecretBytes(count: suite.hashLength) { out in
-        guard let context = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, nil) else { return }
-        defer { EVP_PKEY_CTX_free(context) }
-        var outLength = out.count
-        extracted = salt.withUnsafeBytes { salt in
-            ikm.withUnsafeBytes { ikm in
-                EVP_PKEY_derive_init(context) == 1
-                    && EVP_PKEY_CTX_set_hkdf_mode(context, EVP_PKEY_HKDEF_MODE_EXTRACT_ONLY) == 1
-                    && EVP_PKEY_CTX_set_hkdf_md(context, suite.digest) == 1
-                    && EVP_PKEY_CTX_set1_hkdf_salt(context, salt.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(salt.count)) == 1
-                    && EVP_PKEY_CTX_set1_hkdf_key(context, ikm.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(ikm.count)) == 1
-                    && EVP_PKEY_derive(context, out.baseAddress?.assumingMemoryBound(to: UInt8.self), &outLength) == 1
-                    && outLength == suite.hashLength
-            }
-        }
-    }
-    precondition(extracted, "HKDF-Extract failed")
-    OpenSSLError.clear()
-    return output
 }
 
 /// RFC 8446 §7.1, without a PSK:

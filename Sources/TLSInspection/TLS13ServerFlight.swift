@@ -275,11 +275,7 @@ public struct TLS13ServerFlight: Sendable {
         let transcriptHash = suite.hash(transcript)
         var expected = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         defer { explicit_bzero(&expected, expected.count) }
-        var length: UInt32 = 0
-        let computed = finishedKey.withUnsafeBytes { key in
-            HMAC(suite.digest, key.baseAddress, Int32(key.count), transcriptHash, transcriptHash.count, &expected, &length) != nil
-        }
-        precondition(computed && Int(length) == suite.hashLength, "HMAC failed")
+        hmac(key: finishedKey, data: transcriptHash, suite: suite, into: &expected)
         let matches = received.withUnsafeBytes { CRYPTO_memcmp($0.baseAddress, expected, suite.hashLength) } == 0
         guard matches else { throw .finishedMismatch }
     }

@@ -122,7 +122,7 @@ import Testing
         let source = KeyLogCheckTests.Source(), ledger = ResumptionLedger()
         let (check, decisions) = KeyLogCheckTests.check(source, ledger: ledger)
         _ = KeyLogCheckTests.show(check, .client, KeyLogCheckTests.bytes(capture.client))
-        guard case .awaitingServerHello(_, let keyLog) = check.phase, keyLog != nil else { Issue.record("\(check.phase)"); return }
+        guard case .awaitingServerHello(_, let checks) = check.phase, checks.keyLog != nil else { Issue.record("\(check.phase)"); return }
         #expect(KeyLogCheckTests.show(check, .upstream, KeyLogCheckTests.bytes(capture.server)) == .pass(count: capture.plaintextEnd))
         guard case .tls13Held(let hellos, _) = check.phase else { Issue.record("\(check.phase)"); return }
         #expect(hellos.server.version == 0x0304)

@@ -510,3 +510,34 @@ func indexOfX25519Share(_ bytes: [UInt8]) -> Int? {
         }
     }
 }
+
+@Suite struct EphemeralKeyStockTests {
+    @Test func stockedKeysAreTakenOnceEachThenFreshOnesAreMade() throws {
+        let stock = EphemeralKeyStock(capacity: 4)
+        stock.fill(upTo: 3)
+        #expect(stock.count == 3)
+        let taken = (0..<3).compactMap { _ in stock.take(.x25519) }
+        #expect(taken.count == 3 && stock.count == 0)
+        #expect(Set(taken.map(\.publicShare)).count == 3, "every stocked key is its own")
+        let fresh = try #require(stock.take(.x25519), "an empty stock makes a key")
+        #expect(!taken.map(\.publicShare).contains(fresh.publicShare) && stock.count == 0)
+    }
+
+    @Test func theStockIsBoundedAndKeepsItsGroupOnly() throws {
+        let stock = EphemeralKeyStock(capacity: 2)
+        stock.fill(upTo: 10)
+        #expect(stock.count == 2)
+        stock.fill(upTo: 1)
+        #expect(stock.count == 2, "filling never drops keys")
+        let p256 = try #require(stock.take(.secp256r1))
+        #expect(p256.group == .secp256r1 && p256.publicShare.count == 65 && stock.count == 2)
+    }
+
+    @Test func aStockedKeyAgreesWithItsPeer() throws {
+        let stock = EphemeralKeyStock(capacity: 1)
+        stock.fill(upTo: 1)
+        let ours = try #require(stock.take(.x25519)), theirs = try #require(EphemeralKey(.x25519))
+        let a = try #require(ours.sharedSecret(with: theirs.publicShare)), b = try #require(theirs.sharedSecret(with: ours.publicShare))
+        #expect(a.matches(b))
+    }
+}

@@ -185,16 +185,38 @@ final class Relay {
         }
         self[from].shown = 0
         checkedActivity = .now
-        Self.copy(from: source.input, to: sink.output)
+        Self.pass(count, from: source.input, to: sink)
         take(book.moved(count, from: from, queuedAtOther: evbuffer_get_length(sink.output)))
     }
 
     /// Passes on the first `count` held bytes of `from`; the rest stays held.
     private func forward(_ count: Int, from: TunnelSide) {
         let sink = self[from.other].bev
-        let moved = Int(evbuffer_remove_buffer(self[from].bev.input, sink.output, count))
+        let moved = min(count, evbuffer_get_length(self[from].bev.input))
+        Self.pass(moved, from: self[from].bev.input, to: sink)
         self[from].shown -= moved
         take(book.moved(moved, from: from, queuedAtOther: evbuffer_get_length(sink.output)))
+    }
+
+    /// Moves the first `count` bytes of `input` to `sink`: straight to its socket while nothing
+    /// waits in its output, so a flight leaves in this call rather than on the loop's next turn
+    /// (the write event's), which every flight of a handshake would otherwise wait for on its way
+    /// to the first byte; what the socket does not take (or a failed send, which libevent's own
+    /// write then meets and reports) goes through the output buffer, behind nothing.
+    private static func pass(_ count: Int, from input: OpaquePointer, to sink: BufferEvent) {
+        guard count > 0 else { return }
+        var sent = 0
+        if evbuffer_get_length(sink.output) == 0 {
+            var extents = Self.extents(of: input, count)
+            var message = msghdr()
+            sent = extents.withUnsafeMutableBufferPointer { extents in
+                message.msg_iov = extents.baseAddress
+                message.msg_iovlen = extents.count
+                return max(0, sendmsg(sink.fd, &message, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)))
+            }
+            evbuffer_drain(input, sent)
+        }
+        copy(count - sent, from: input, to: sink.output)
     }
 
     /// The check's word on `side`'s held bytes, given after they arrived.
@@ -238,16 +260,29 @@ final class Relay {
     /// Copies rather than moves (`evbuffer_add_buffer`): libevent 2.1 reads 4 KiB at a time, each
     /// into a fresh 8 KiB chain, and moving those chains would keep each read in its own
     /// allocation — a stalled tunnel's 512 KiB would cost 1 MiB. Copied, the output packs densely.
-    private static func copy(from input: OpaquePointer, to output: OpaquePointer) {
-        let count = evbuffer_get_length(input)
-        var extents = [iovec](repeating: iovec(), count: 8)  // evbuffer_iovec is a #define for iovec
-        let needed = Int(evbuffer_peek(input, count, nil, &extents, Int32(extents.count)))
-        guard needed <= extents.count else {  // rare: many small chains; moving them is still correct
-            evbuffer_add_buffer(output, input)
+    private static func copy(_ count: Int, from input: OpaquePointer, to output: OpaquePointer) {
+        guard count > 0 else { return }
+        let extents = extents(of: input, count)
+        guard extents.reduce(0, { $0 + $1.iov_len }) == count else {  // rare: many small chains; moving them is still correct
+            evbuffer_remove_buffer(input, output, count)
             return
         }
-        for extent in extents.prefix(needed) { evbuffer_add(output, extent.iov_base, extent.iov_len) }
+        for extent in extents { evbuffer_add(output, extent.iov_base, extent.iov_len) }
         evbuffer_drain(input, count)
+    }
+
+    /// Where the first `count` bytes of `input` lie, in at most 8 pieces (the last one cut at
+    /// `count`); fewer bytes than `count` when they are spread over more chains than that.
+    private static func extents(of input: OpaquePointer, _ count: Int) -> [iovec] {
+        var extents = [iovec](repeating: iovec(), count: 8)  // evbuffer_iovec is a #define for iovec
+        let needed = Int(evbuffer_peek(input, count, nil, &extents, Int32(extents.count)))
+        extents.removeLast(extents.count - min(needed, extents.count))
+        var left = count
+        for index in extents.indices {
+            extents[index].iov_len = min(extents[index].iov_len, left)
+            left -= extents[index].iov_len
+        }
+        return extents
     }
 
     /// The side `to` has drained: lift the backpressure on the other side, and half-close when done.
