@@ -504,8 +504,8 @@ def main():
         lines += ["", "What each check costs: **Benchmarks/checks.sh failed** (%s); the end of its output:" % chk["failed"], ""]
         lines += ["    " + line for line in chk["output"]]
     elif chk:
-        lines += ["", "What each check costs (Benchmarks/checks.sh, the same binary): %d tunnels per row in interleaved rounds of 20, curl, "
-                  "upstream Node (1 process)%s; load average %s before, %s after these rows" % (
+        lines += ["", "What each check costs (Benchmarks/checks.sh, the same binary; curl through one pinproxy per row to one Node upstream "
+                  "process): %d tunnels per row in interleaved rounds of 20%s; load average %s before, %s after the timed rows" % (
                       chk["tunnels_per_row"], ", instructions under callgrind over %d tunnels per row" % CHECK_INSTRUCTIONS if CHECK_INSTRUCTIONS else "",
                       " ".join(chk["loadavg_before"]), " ".join(chk["loadavg_after"])), "", chk["markdown"]]
     if idl: lines += ["", "| idle tunnels | proxy | got 200 | RSS idle (MiB) | RSS held (MiB) | VmHWM while open (MiB) | VmHWM through teardown (MiB) | RSS after (MiB) |",
