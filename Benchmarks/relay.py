@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Throughput and memory of pinproxy's relay next to Squid, tinyproxy and no proxy (issue 8, item 5).
+"""Throughput and memory of pinproxy's relay next to Squid, tinyproxy and no proxy (issue 8, item 5), with every check's cost (issue 21).
 Run through Benchmarks/relay.sh, which builds release first. Loopback only; every loop is bounded.
 
   throughput  1 GiB over HTTPS (curl → Benchmarks/bulk_sender.c, C and OpenSSL, a process per connection, 1 MiB per
