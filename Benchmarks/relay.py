@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Throughput and memory of pinproxy's relay next to Squid, tinyproxy and no proxy (issue 8, item 5), with every check's cost (issue 21).
-Run through Benchmarks/relay.sh, which builds release first. Loopback only; every loop is bounded.
+"""Throughput, setup and memory of pinproxy's relay next to Squid, tinyproxy, the C relay and no
+proxy (issue 8, item 5), with every check's cost (issue 21). Run through Benchmarks/relay.sh, which
+builds release first. Loopback only; every loop is bounded.
 
   throughput  1 GiB over HTTPS (curl → Benchmarks/bulk_sender.c, C and OpenSSL, a process per connection, 1 MiB per
               SSL_write: an upstream that outruns every relay), TLS 1.2 and 1.3, through: nothing, the ceiling
