@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # What each check costs, in one run:  Benchmarks/checks.sh [TUNNELS=300] [INSTRUCTIONS=40]
+# (Benchmarks/relay.sh runs it too, with its own binary, and folds the table into its report.)
 #
-# Builds release, makes the CT test PKI (Tests/TLSInspectionTests/Fixtures/ct/make-ct-fixtures.py)
-# and serves its leaf (two embedded SCTs) from one upstream on 127.0.0.1 (Benchmarks/tls13_upstream.js,
-# TLS 1.2 and 1.3, handshakes served concurrently). One pinproxy per row, every row with the same
+# Builds release (or measures PINPROXY_BIN), makes the CT test PKI
+# (Tests/TLSInspectionTests/Fixtures/ct/make-ct-fixtures.py) and serves its leaf (two embedded SCTs)
+# from one upstream on 127.0.0.1 (Benchmarks/tls13_upstream.js, TLS 1.2 and 1.3, handshakes served
+# concurrently; one process unless UPSTREAM_WORKERS says more). One pinproxy per row, every row with the same
 # log list, trust and host; curl times CONNECT → first application byte (time_starttransfer −
 # time_connect), the rows alternating in rounds of 20 (Benchmarks/rows.sh, shared with ct.sh and
 # mirror.sh):
@@ -19,8 +21,8 @@
 # per CONNECT, the figure the machine's load does not move. Fails loudly unless every tunnel got
 # 200 and closed with its row's verify= and nothing was refused or warned about. Prints one
 # markdown table (machine, load before and after, versions) and each check's cost against its
-# baseline. Loopback only; every loop is bounded; the trap stops every process and removes the
-# work directories.
+# baseline; ROWS_JSON=FILE writes the same figures there as JSON (Benchmarks/rows.py). Loopback
+# only; every loop is bounded; the trap stops every process and removes the work directories.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tunnels=${1:-300}

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Throughput and memory of pinproxy's relay next to Squid, tinyproxy and no proxy (issue 8, item 5).
-Run through Benchmarks/relay.sh, which builds release first. Loopback only; every loop is bounded.
+"""Throughput, setup and memory of pinproxy's relay next to Squid, tinyproxy, the C relay and no
+proxy (issue 8, item 5), with every check's cost (issue 21). Run through Benchmarks/relay.sh, which
+builds release first. Loopback only; every loop is bounded.
 
   throughput  1 GiB over HTTPS (curl → Benchmarks/bulk_sender.c, C and OpenSSL, a process per connection, 1 MiB per
               SSL_write: an upstream that outruns every relay), TLS 1.2 and 1.3, through: nothing, the ceiling
@@ -14,13 +15,23 @@ Run through Benchmarks/relay.sh, which builds release first. Loopback only; ever
               through every path): CONNECT → "200" and → the first byte of an HTTPS response (TLS
               1.3 to Benchmarks/tls13_upstream.js, a 6-byte answer), both timed from the client's TCP
               connect to the proxy (direct: to the server), p50 and p99: pinproxy pinned cold
-              (verify_cache_ttl: 0s, a probe per CONNECT), pinned warm (the cache on), unpinned, Squid,
-              tinyproxy, and direct (first byte only).
+              (verify_cache_ttl: 0s, a probe per CONNECT), pinned warm (the cache on), unpinned, the C
+              relay (copy: the least a relay costs at setup), Squid, tinyproxy, and direct (first byte
+              only). Twice, each with fresh proxies: against one Node process, and against a Node
+              cluster of one process per online core (UPSTREAM_WORKERS), which serves a tunnel's
+              handshake and its mirror's at the same time, as a server with a process per core does;
+              one process serves them one after the other and the first byte pays for both.
+  checks      Benchmarks/checks.sh with the same binary: CHECKS (300) tunnels per row through no check
+              (TLS 1.3, TLS 1.2), the probe, the stream check, the key-log check, the mirror check and
+              CT, first byte p50/p99, CPU per tunnel, server flights per tunnel, and instructions per
+              CONNECT under callgrind over CHECK_INSTRUCTIONS (40) tunnels per row (0: none); then each
+              check against its baseline. CHECKS=0: none. It fails unless every tunnel succeeded.
   idle        1,000 and 9,000 simultaneous idle CONNECT tunnels (plain TCP to a holding upstream):
               how many got 200, the proxy's RSS before the first (idle) and while they are held, and its VmHWM (peak RSS) after
               they were opened and after they were closed, each count in a fresh proxy.
 
-Writes JSON and a markdown table to OUTDIR (relay.json, relay.md) and prints the table.
+Writes JSON and the markdown tables to OUTDIR (relay.json, relay.md) and prints the tables; exits 1
+after writing them when the checks failed.
 """
 import json, os, platform, resource, selectors, signal, socket, ssl, statistics, subprocess, sys, tempfile, threading, time
 from benchproc import cpu_seconds, free_port, run, start, stop, wait_port, write_report
@@ -33,6 +44,9 @@ SIZE = int(os.environ.get("SIZE", str(1 << 30)))
 IDLE_COUNTS = [int(x) for x in os.environ.get("IDLE", "1000,9000").split(",") if x]
 LATENCY = int(os.environ.get("LATENCY", "500"))
 PARALLEL = int(os.environ.get("PARALLEL", "16"))  # tunnels at once in the aggregate rounds; 0: none
+CHECKS = int(os.environ.get("CHECKS", "300"))  # tunnels per row of checks.sh; 0: no checks
+CHECK_INSTRUCTIONS = int(os.environ.get("CHECK_INSTRUCTIONS", "40"))  # callgrind tunnels per row; 0: none
+CORES = os.sysconf("SC_NPROCESSORS_ONLN")  # the setup round's cluster: one upstream process per online core
 OUT = sys.argv[1] if len(sys.argv) > 1 else ROOT
 work = tempfile.mkdtemp(prefix="pinproxy-bench-")
 
@@ -253,17 +267,23 @@ def one_tunnel(proxy_port, connect_host, target_port, sni, client_tls):
     finally:
         s.close()
 
-def setup_latency():
+def upstream_name(workers):
+    return "Node, 1 process" if workers == 1 else "Node cluster, %d processes" % workers
+
+def setup_latency(workers):
     """Sequential tunnels, one per path per round, against one TLS 1.3 upstream that serves its
-    handshakes concurrently (Benchmarks/tls13_upstream.js): a pinned tunnel's mirror connection is
-    made with the tunnel's, and `openssl s_server` would serve only one of the two (mirror_lost)."""
+    handshakes concurrently (Benchmarks/tls13_upstream.js, `workers` processes): a pinned tunnel's
+    mirror connection is made with the tunnel's, and `openssl s_server` would serve only one of the
+    two (mirror_lost)."""
     port = free_port()
-    start(["node", os.path.join(ROOT, "Benchmarks/tls13_upstream.js"), str(port), F + "/leaf-ec256.key.pem", F + "/leaf-ec256.chain.pem"])
+    upstream = start(["node", os.path.join(ROOT, "Benchmarks/tls13_upstream.js"), str(port), F + "/leaf-ec256.key.pem", F + "/leaf-ec256.chain.pem"],
+                     env=dict(os.environ, UPSTREAM_WORKERS=str(workers)))
     wait_port(port)
     client_tls = ssl.create_default_context(cafile=F + "/both-roots.pem")
     client_tls.check_hostname = False  # the unpinned path names another host; every path pays the same client
     cold, cold_port = start_pinproxy("copy", [port], "  verify_cache_ttl: 0s\n")
     warm, warm_port = start_pinproxy("copy", [port])
+    ceiling, ceiling_port = start_ceiling("copy")
     squid, squid_port = start_squid()
     tiny, tiny_port = start_tinyproxy()
     paths = {  # name: (proxy port, CONNECT host, SNI)
@@ -271,6 +291,7 @@ def setup_latency():
         "pinproxy pinned cold": (cold_port, "api.pinproxy.test", "api.pinproxy.test"),
         "pinproxy pinned warm": (warm_port, "api.pinproxy.test", "api.pinproxy.test"),
         "pinproxy unpinned": (warm_port, "free.pinproxy.test", "free.pinproxy.test"),
+        "C relay copy (ceiling)": (ceiling_port, "127.0.0.1", "api.pinproxy.test"),
         "squid": (squid_port, "127.0.0.1", "api.pinproxy.test"),
         "tinyproxy": (tiny_port, "127.0.0.1", "api.pinproxy.test"),
     }
@@ -285,14 +306,31 @@ def setup_latency():
             if n < warmup: continue
             if established is not None: samples[name]["connect_ms"].append(established)
             samples[name]["first_byte_ms"].append(first)
-    for p in (cold, warm, squid, tiny): stop(p)
+    for p in (cold, warm, ceiling, squid, tiny, upstream): stop(p)
     out = {}
     for name, r in samples.items():
         out[name] = {"tunnels": len(r["first_byte_ms"]), "failures": r["failures"], "last_failure": r["failure"]}
         for key in ("connect_ms", "first_byte_ms"):
             out[name][key + "_p50"] = round(percentile(r[key], 0.5), 3) if r[key] else None
             out[name][key + "_p99"] = round(percentile(r[key], 0.99), 3) if r[key] else None
-    return out
+    return {"upstream": upstream_name(workers), "upstream_processes": workers, "paths": out}
+
+# --- what each check costs -------------------------------------------------------------------
+def checks():
+    """Benchmarks/checks.sh with this run's binary: rows.py's figures (its JSON), or {"failed": ...}
+    with the end of its output when it failed (a tunnel without its 200 or its verify=)."""
+    result, output = os.path.join(work, "checks.json"), os.path.join(work, "checks.out")
+    env = dict(os.environ, PINPROXY_BIN=BIN, ROWS_JSON=result)
+    env.pop("UPSTREAM_WORKERS", None)  # checks.sh's upstream: one process, as when it runs alone
+    with open(output, "w") as out:
+        p = start([os.path.join(ROOT, "Benchmarks/checks.sh"), str(CHECKS), str(CHECK_INSTRUCTIONS)], cwd=ROOT, env=env,
+                  stdout=out, stderr=subprocess.STDOUT)
+        try: code = p.wait(timeout=1800 + 30 * CHECKS + 60 * CHECK_INSTRUCTIONS)  # bounded; a normal run takes a small part of it
+        except subprocess.TimeoutExpired: stop(p); code = "timeout"
+    if code == 0 and os.path.exists(result): return json.load(open(result))
+    tail = open(output).read().strip().splitlines()[-8:]
+    print("relay.py: Benchmarks/checks.sh failed (%s):\n%s" % (code, "\n".join(tail)), file=sys.stderr)
+    return {"failed": "exit %s" % code, "output": tail}
 
 # --- idle tunnels ----------------------------------------------------------------------------
 class Holder:
@@ -386,7 +424,9 @@ def machine():
 
 def versions():
     """Every peer's version, for the table's first line: pinproxy's commit (and whether its sources had
-    changes when the run began), Squid, tinyproxy, the compiler that built the C relay and sender, OpenSSL."""
+    changes when the run began), Squid, tinyproxy, the compiler that built the C relay and sender,
+    OpenSSL, curl (the throughput and checks client), Python (the setup client), Node (the setup and
+    checks upstream, with its own OpenSSL) and valgrind (the checks' instruction counts)."""
     def first_line(args):
         try: return subprocess.run(args, capture_output=True, text=True, timeout=10).stdout.splitlines()[0]
         except (OSError, IndexError, subprocess.TimeoutExpired): return "?"
@@ -398,7 +438,13 @@ def versions():
     tiny = first_line(["tinyproxy", "-v"]).replace("tinyproxy ", "")
     cc = first_line(["cc", "--version"])
     openssl = first_line(["openssl", "version"])
-    return "pinproxy %s, Squid %s, tinyproxy %s, C relay and sender: %s %s, %s" % (commit, squid, tiny, cc, " ".join(CFLAGS), openssl)
+    curl = first_line(["curl", "--version"]).split(" (")[0]
+    python = "Python %s (%s)" % (platform.python_version(), ssl.OPENSSL_VERSION)
+    node = first_line(["node", "-p", "'Node ' + process.version + ' (OpenSSL ' + process.versions.openssl + ')'"])
+    peers = "pinproxy %s, Squid %s, tinyproxy %s, C relay and sender: %s %s, %s, %s, %s, %s" % (
+        commit, squid, tiny, cc, " ".join(CFLAGS), openssl, curl, python, node)
+    if CHECKS and CHECK_INSTRUCTIONS: peers += ", " + first_line(["valgrind", "--version"])
+    return peers
 
 def against(by_path, path):
     """pinproxy's MB/s as a share of the faster C relay's, and its MB/s and CPU per GiB over Squid's."""
@@ -418,16 +464,20 @@ def main():
     tp = throughput() if ROUNDS else {}  # ROUNDS=0: the idle rounds alone
     os.makedirs(OUT, exist_ok=True)
     json.dump({"date": started, "throughput": tp}, open(os.path.join(OUT, "relay-throughput.json"), "w"), indent=2)  # kept if idle fails
-    lat = setup_latency() if LATENCY else {}
+    # The setup rounds against one upstream process, then against one per core (on one core: once).
+    lat = [setup_latency(workers) for workers in sorted({1, CORES})] if LATENCY else []
     json.dump({"date": started, "throughput": tp, "setup": lat}, open(os.path.join(OUT, "relay-throughput.json"), "w"), indent=2)
+    chk = checks() if CHECKS else {}
+    json.dump({"date": started, "throughput": tp, "setup": lat, "checks": chk}, open(os.path.join(OUT, "relay-throughput.json"), "w"), indent=2)
     idl = idle()
     load_after = open("/proc/loadavg").read().split()[:3]
     report = {"date": started, "cores": os.cpu_count(), "kernel": platform.release(), "rounds": ROUNDS, "bytes": SIZE,
-              "loadavg_before": load_before, "loadavg_after": load_after, "latency_tunnels": LATENCY, "throughput": tp, "setup": lat, "idle": idl}
+              "loadavg_before": load_before, "loadavg_after": load_after, "latency_tunnels": LATENCY, "throughput": tp, "setup": lat,
+              "check_tunnels": CHECKS, "check_instruction_tunnels": CHECK_INSTRUCTIONS, "checks": chk, "idle": idl}
     report["machine"], report["versions"] = machine(), peers
     lines = ["%s, %s, %d cores, Linux %s; %s; %d interleaved round(s) of %d MiB; load average %s before, %s after" %
-             (started, report["machine"], os.cpu_count(), platform.release(), report["versions"], ROUNDS, SIZE >> 20, " ".join(load_before), " ".join(load_after)), "",
-             "| path | TLS 1.2 MB/s | TLS 1.2 CPU s/GiB | TLS 1.3 MB/s | TLS 1.3 CPU s/GiB |", "|---|---|---|---|---|"]
+             (started, report["machine"], os.cpu_count(), platform.release(), report["versions"], ROUNDS, SIZE >> 20, " ".join(load_before), " ".join(load_after))]
+    if tp: lines += ["", "| path | TLS 1.2 MB/s | TLS 1.2 CPU s/GiB | TLS 1.3 MB/s | TLS 1.3 CPU s/GiB |", "|---|---|---|---|---|"]
     for path in tp.get("1.2", {}):  # the single-tunnel rows
         row = [path]
         for tls in ("1.2", "1.3"):
@@ -443,20 +493,29 @@ def main():
         lines += ["", "| %d tunnels at once, TLS 1.3, %d MiB in all | aggregate MB/s (median) |" % (PARALLEL, SIZE >> 20), "|---|---|"]
         for path, r in tp["parallel"].items():
             lines.append("| %s | %s%s |" % (path, r["median_mb_s"], " (%d failed)" % r["failures"] if r["failures"] else ""))
-    if lat:
-        lines += ["", "| setup, %d sequential tunnels each (TLS 1.3, Node upstream) | tunnels | CONNECT → 200 p50 ms | p99 ms | → first byte p50 ms | p99 ms |" % LATENCY,
-                  "|---|---|---|---|---|---|"]
-        fmt = lambda v: "–" if v is None else "%.2f" % v
-        for name, r in lat.items():
+    fmt = lambda v: "–" if v is None else "%.2f" % v
+    for round_ in lat:
+        lines += ["", "| setup, %d sequential tunnels each (TLS 1.3, upstream: %s) | tunnels | CONNECT → 200 p50 ms | p99 ms | → first byte p50 ms | p99 ms |"
+                  % (LATENCY, round_["upstream"]), "|---|---|---|---|---|---|"]
+        for name, r in round_["paths"].items():
             failed = " (%d failed: %s)" % (r["failures"], r["last_failure"]) if r["failures"] else ""
             lines.append("| %s | %d%s | %s | %s | %s | %s |" % (name, r["tunnels"], failed, fmt(r["connect_ms_p50"]), fmt(r["connect_ms_p99"]),
                                                           fmt(r["first_byte_ms_p50"]), fmt(r["first_byte_ms_p99"])))
-    lines += ["", "| idle tunnels | proxy | got 200 | RSS idle (MiB) | RSS held (MiB) | VmHWM while open (MiB) | VmHWM through teardown (MiB) | RSS after (MiB) |",
-              "|---|---|---|---|---|---|---|---|"]
+    if chk.get("failed"):
+        lines += ["", "What each check costs: **Benchmarks/checks.sh failed** (%s); the end of its output:" % chk["failed"], ""]
+        lines += ["    " + line for line in chk["output"]]
+    elif chk:
+        lines += ["", "What each check costs (Benchmarks/checks.sh, the same binary; curl through one pinproxy per row to one Node upstream "
+                  "process): %d tunnels per row in interleaved rounds of 20%s; load average %s before, %s after the timed rows" % (
+                      chk["tunnels_per_row"], ", instructions under callgrind over %d tunnels per row" % CHECK_INSTRUCTIONS if CHECK_INSTRUCTIONS else "",
+                      " ".join(chk["loadavg_before"]), " ".join(chk["loadavg_after"])), "", chk["markdown"]]
+    if idl: lines += ["", "| idle tunnels | proxy | got 200 | RSS idle (MiB) | RSS held (MiB) | VmHWM while open (MiB) | VmHWM through teardown (MiB) | RSS after (MiB) |",
+                      "|---|---|---|---|---|---|---|---|"]
     for count, by in idl.items():
         for name, r in by.items():
             lines.append("| %s | %s | %d | %s | %s | %s | %s | %s |" % (count, name, r["ok"], r["rss_idle_mib"], r["rss_held_mib"], r["vmhwm_open_mib"],
                                                                   r["vmhwm_after_teardown_mib"], r["rss_after_teardown_mib"]))
     write_report(OUT, "relay", report, "\n".join(lines))
+    if chk.get("failed"): sys.exit(1)
 
 run(main, work)

@@ -6,14 +6,22 @@
 # The sourcing script sets `tunnels` (rounded up to 20 here), writes each row's policy to
 # $work/NAME.yaml, then calls `add_row`, `run_rows`, `check_rows` and `print_rows`. Loopback only;
 # every wait is bounded; the trap stops every process and removes the work directory.
+#   env: PINPROXY_BIN (a pinproxy already built: no release build; the table names it),
+#        ROWS_JSON (a file: rows.py also writes the table's figures there, as JSON)
 set -euo pipefail
 rounds=$(( (tunnels + 19) / 20 )); tunnels=$(( rounds * 20 ))
 F=$PWD/Tests/TLSInspectionTests/Fixtures
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 
-swift build -c release --product pinproxy >/dev/null
-binary=$PWD/.build/release/pinproxy
+# PINPROXY_BIN: a pinproxy already built (relay.sh passes its own, so checks.sh measures the same
+# binary); otherwise the release build.
+if [ -n "${PINPROXY_BIN:-}" ]; then
+  binary=$(realpath "$PINPROXY_BIN")
+else
+  swift build -c release --product pinproxy >/dev/null
+  binary=$PWD/.build/release/pinproxy
+fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
