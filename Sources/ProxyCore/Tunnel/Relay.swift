@@ -79,6 +79,7 @@ final class Relay {
             // allocates a read's chain before it knows the read returns 0 (8 KiB for the usual 4 KiB),
             // and when thousands of idle tunnels' peers hang up at once, each holds one until the
             // deferred callback that ends its tunnel runs (the teardown peak). A chain for 256 is 512.
+            // The first bytes either side sends lift it on both.
             if evbuffer_get_length(bev.input) == 0 {
                 bufferevent_set_max_single_read(bev.ref, 256)
                 self[side].readsSmall = true
@@ -292,9 +293,12 @@ final class Relay {
     }
 
     fileprivate func readable(_ side: TunnelSide) {
-        if self[side].readsSmall {  // its first bytes: full reads from now on (0: libevent's default)
-            bufferevent_set_max_single_read(self[side].bev.ref, 0)
-            self[side].readsSmall = false
+        // Its first bytes: full reads from now on (0: libevent's default), on the other side too,
+        // whose answer comes next (a server's first flight in one read, not 256 bytes and the rest
+        // a turn later).
+        for reader in [side, side.other] where self[reader].readsSmall {
+            bufferevent_set_max_single_read(self[reader].bev.ref, 0)
+            self[reader].readsSmall = false
         }
         move(from: side)
         goFastIfReady()
