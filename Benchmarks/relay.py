@@ -17,10 +17,14 @@ builds release first. Loopback only; every loop is bounded.
               connect to the proxy (direct: to the server), p50 and p99: pinproxy pinned cold
               (verify_cache_ttl: 0s, a probe per CONNECT), pinned warm (the cache on), unpinned, the C
               relay (copy: the least a relay costs at setup), Squid, tinyproxy, and direct (first byte
-              only). Twice, each with fresh proxies: against one Node process, and against a Node
-              cluster of one process per online core (UPSTREAM_WORKERS), which serves a tunnel's
-              handshake and its mirror's at the same time, as a server with a process per core does;
-              one process serves them one after the other and the first byte pays for both.
+              only). Once per upstream of SETUP_UPSTREAMS (node,node-cluster,nginx), each with fresh
+              proxies: one Node process; a Node cluster of one process per online core
+              (UPSTREAM_WORKERS: the primary hands each connection to the next worker, ~1 ms on every
+              connection, direct ones too); nginx (Debian's, a worker per online core, reuseport, its
+              own config in the work directory), after a logged trial of 100 pinned tunnels that counts
+              how many had their connection and their mirror's served by two workers. One process
+              serves a tunnel's handshake and its mirror's one after the other and the first byte pays
+              for both; several serve them at the same time, as a server with a process per core does.
   checks      Benchmarks/checks.sh with the same binary: CHECKS (300) tunnels per row through no check
               (TLS 1.3, TLS 1.2), the probe, the stream check, the key-log check, the mirror check and
               CT, first byte p50/p99, CPU per tunnel, server flights per tunnel, and instructions per
@@ -47,6 +51,9 @@ PARALLEL = int(os.environ.get("PARALLEL", "16"))  # tunnels at once in the aggre
 CHECKS = int(os.environ.get("CHECKS", "300"))  # tunnels per row of checks.sh; 0: no checks
 CHECK_INSTRUCTIONS = int(os.environ.get("CHECK_INSTRUCTIONS", "40"))  # callgrind tunnels per row; 0: none
 CORES = os.sysconf("SC_NPROCESSORS_ONLN")  # the setup round's cluster: one upstream process per online core
+SETUP_KINDS = [x for x in os.environ.get("SETUP_UPSTREAMS", "node,node-cluster,nginx").split(",") if x]  # the setup rounds, in this order
+if set(SETUP_KINDS) - {"node", "node-cluster", "nginx"}: raise SystemExit("SETUP_UPSTREAMS: node, node-cluster or nginx, comma-separated")
+if CORES == 1 and "node" in SETUP_KINDS and "node-cluster" in SETUP_KINDS: SETUP_KINDS.remove("node-cluster")  # a cluster of one is the one process
 OUT = sys.argv[1] if len(sys.argv) > 1 else ROOT
 work = tempfile.mkdtemp(prefix="pinproxy-bench-")
 
@@ -267,18 +274,115 @@ def one_tunnel(proxy_port, connect_host, target_port, sni, client_tls):
     finally:
         s.close()
 
-def upstream_name(workers):
-    return "Node, 1 process" if workers == 1 else "Node cluster, %d processes" % workers
-
-def setup_latency(workers):
-    """Sequential tunnels, one per path per round, against one TLS 1.3 upstream that serves its
-    handshakes concurrently (Benchmarks/tls13_upstream.js, `workers` processes): a pinned tunnel's
-    mirror connection is made with the tunnel's, and `openssl s_server` would serve only one of the
-    two (mirror_lost)."""
+# --- the setup rounds' upstreams: each returns (its processes' parent, port, the table's name for it, figures for the JSON)
+def start_node(workers):
+    """Benchmarks/tls13_upstream.js, one process or a cluster of `workers` (Node hands each connection
+    to the next worker)."""
     port = free_port()
-    upstream = start(["node", os.path.join(ROOT, "Benchmarks/tls13_upstream.js"), str(port), F + "/leaf-ec256.key.pem", F + "/leaf-ec256.chain.pem"],
-                     env=dict(os.environ, UPSTREAM_WORKERS=str(workers)))
+    p = start(["node", os.path.join(ROOT, "Benchmarks/tls13_upstream.js"), str(port), F + "/leaf-ec256.key.pem", F + "/leaf-ec256.chain.pem"],
+              env=dict(os.environ, UPSTREAM_WORKERS=str(workers)))
     wait_port(port)
+    name = "Node, 1 process" if workers == 1 else "Node cluster, %d processes" % workers
+    return p, port, name, {"upstream_processes": workers}
+
+def nginx_version():
+    try: return subprocess.run(["nginx", "-v"], capture_output=True, text=True, timeout=10).stderr.strip().rsplit("/", 1)[1]  # "nginx version: nginx/1.22.1"
+    except (OSError, IndexError, subprocess.TimeoutExpired): return "?"
+
+def start_nginx(logged):
+    """nginx with a worker per online core (`worker_processes auto`), TLS 1.3 only, the Node upstream's
+    chain and key, "hello\\n" to every request, each connection closed after its answer (the clients
+    send one HTTP/1.0 GET). `reuseport`: every worker has its own listening socket and the kernel
+    spreads connections over them by their addresses, so a tunnel's connection and its mirror's, made
+    together, went to two workers in 53 of 100 pinned tunnels in a trial on 2 cores; one shared
+    socket (no reuseport) gave 8 of 100 (the worker woken first takes both; multi_accept on: 1 of 60,
+    accept_mutex on: 0 of 60). `logged`: an access log line per request and info lines in the error
+    log (a mirror's close), for nginx_worker_split; off for a measured round. As root, nginx runs its
+    workers as nobody."""
+    port = free_port()
+    d = os.path.join(work, "nginx-%d" % port); os.makedirs(d)
+    conf = os.path.join(d, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write("""daemon off;
+master_process on;
+worker_processes auto;
+pid %(d)s/nginx.pid;
+lock_file %(d)s/nginx.lock;
+error_log %(d)s/error.log %(level)s;
+events { worker_connections 4096; }
+http {
+  log_format worker "$pid";
+  access_log %(access)s;
+  client_body_temp_path %(d)s/client_body;
+  proxy_temp_path %(d)s/proxy;
+  fastcgi_temp_path %(d)s/fastcgi;
+  uwsgi_temp_path %(d)s/uwsgi;
+  scgi_temp_path %(d)s/scgi;
+  keepalive_timeout 0;
+  server {
+    listen 127.0.0.1:%(port)d ssl reuseport;
+    ssl_protocols TLSv1.3;
+    ssl_certificate %(F)s/leaf-ec256.chain.pem;
+    ssl_certificate_key %(F)s/leaf-ec256.key.pem;
+    location / { return 200 "hello\\n"; }
+  }
+}
+""" % {"d": d, "port": port, "F": F, "level": "info" if logged else "error", "access": d + "/access.log worker" if logged else "off"})
+    p = start(["nginx", "-p", d, "-c", conf, "-e", os.path.join(d, "error.log")])
+    wait_port(port)
+    deadline = time.time() + 10  # the master forks its workers after it listens
+    while len(process_tree(p.pid)) < CORES + 1 and time.time() < deadline: time.sleep(0.05)
+    workers = len(process_tree(p.pid)) - 1
+    name = "nginx %s, %d workers" % (".".join(nginx_version().split(".")[:2]), workers)
+    return p, port, name, {"upstream_processes": workers, "log_dir": d}
+
+def new_lines(path, offset):
+    """The complete lines of `path` after byte `offset`, and the offset after them."""
+    with open(path, "rb") as f:
+        f.seek(offset); data = f.read()
+    data = data[:data.rfind(b"\n") + 1]
+    return data.decode("latin-1").splitlines(), offset + len(data)
+
+def nginx_worker_split(tunnels=100):
+    """How often a pinned tunnel's connection and its mirror's are served by two nginx workers: a
+    logged nginx and a pinproxy (the cache on, so no probe after the first), `tunnels` sequential
+    tunnels; after each, the worker pid of its request (access log) and of the connection closed
+    while handshaking (error log: the mirror, which never sends its Finished). Returns (split, paired)."""
+    nginx, port, _, extra = start_nginx(logged=True)
+    proxy, proxy_port = start_pinproxy("copy", [port])
+    access, errors = os.path.join(extra["log_dir"], "access.log"), os.path.join(extra["log_dir"], "error.log")
+    client_tls = ssl.create_default_context(cafile=F + "/both-roots.pem")
+    split = paired = 0
+    try:
+        for _ in range(3): one_tunnel(proxy_port, "api.pinproxy.test", port, "api.pinproxy.test", client_tls)  # the first one's probe
+        time.sleep(0.5)
+        a_at, e_at = os.path.getsize(access), os.path.getsize(errors)
+        for _ in range(tunnels):
+            one_tunnel(proxy_port, "api.pinproxy.test", port, "api.pinproxy.test", client_tls)
+            requests, mirrors = [], []
+            deadline = time.time() + 5  # the mirror is closed once the tunnel's ServerHello came: its line comes soon after
+            while (not requests or not mirrors) and time.time() < deadline:
+                lines, a_at = new_lines(access, a_at); requests += lines
+                lines, e_at = new_lines(errors, e_at); mirrors += [l for l in lines if "while SSL handshaking" in l]
+                time.sleep(0.005)
+            if len(requests) == 1 and len(mirrors) == 1:  # "2026/11/26 07:04:37 [info] 18916#18916: *120 peer closed ..."
+                paired += 1
+                split += requests[0].strip() != mirrors[0].split("] ", 1)[1].split("#", 1)[0]
+    except (OSError, ssl.SSLError) as e:  # the trial ends; the round's own table shows failing tunnels
+        print("relay.py: the nginx worker trial stopped after %d tunnels: %s" % (paired, e), file=sys.stderr)
+    finally:
+        stop(proxy); stop(nginx)
+    return split, paired
+
+SETUP_UPSTREAMS = {"node": lambda: start_node(1), "node-cluster": lambda: start_node(CORES), "nginx": lambda: start_nginx(logged=False)}
+
+def setup_latency(upstream_kind):
+    """Sequential tunnels, one per path per round, against one TLS 1.3 upstream that serves its
+    handshakes concurrently (`upstream_kind`, a key of SETUP_UPSTREAMS): a pinned tunnel's mirror
+    connection is made with the tunnel's, and `openssl s_server` would serve only one of the two
+    (mirror_lost)."""
+    split = nginx_worker_split() if upstream_kind == "nginx" else None  # before the measured upstream starts
+    upstream, port, upstream_name, extra = SETUP_UPSTREAMS[upstream_kind]()
     client_tls = ssl.create_default_context(cafile=F + "/both-roots.pem")
     client_tls.check_hostname = False  # the unpinned path names another host; every path pays the same client
     cold, cold_port = start_pinproxy("copy", [port], "  verify_cache_ttl: 0s\n")
@@ -313,7 +417,9 @@ def setup_latency(workers):
         for key in ("connect_ms", "first_byte_ms"):
             out[name][key + "_p50"] = round(percentile(r[key], 0.5), 3) if r[key] else None
             out[name][key + "_p99"] = round(percentile(r[key], 0.99), 3) if r[key] else None
-    return {"upstream": upstream_name(workers), "upstream_processes": workers, "paths": out}
+    result = {"upstream": upstream_name, "upstream_processes": extra["upstream_processes"], "paths": out}
+    if split: result["worker_split"] = {"two_workers": split[0], "tunnels": split[1]}
+    return result
 
 # --- what each check costs -------------------------------------------------------------------
 def checks():
@@ -426,7 +532,8 @@ def versions():
     """Every peer's version, for the table's first line: pinproxy's commit (and whether its sources had
     changes when the run began), Squid, tinyproxy, the compiler that built the C relay and sender,
     OpenSSL, curl (the throughput and checks client), Python (the setup client), Node (the setup and
-    checks upstream, with its own OpenSSL) and valgrind (the checks' instruction counts)."""
+    checks upstream, with its own OpenSSL), nginx (a setup upstream, when its round runs) and valgrind
+    (the checks' instruction counts)."""
     def first_line(args):
         try: return subprocess.run(args, capture_output=True, text=True, timeout=10).stdout.splitlines()[0]
         except (OSError, IndexError, subprocess.TimeoutExpired): return "?"
@@ -443,6 +550,7 @@ def versions():
     node = first_line(["node", "-p", "'Node ' + process.version + ' (OpenSSL ' + process.versions.openssl + ')'"])
     peers = "pinproxy %s, Squid %s, tinyproxy %s, C relay and sender: %s %s, %s, %s, %s, %s" % (
         commit, squid, tiny, cc, " ".join(CFLAGS), openssl, curl, python, node)
+    if LATENCY and "nginx" in SETUP_KINDS: peers += ", nginx " + nginx_version()
     if CHECKS and CHECK_INSTRUCTIONS: peers += ", " + first_line(["valgrind", "--version"])
     return peers
 
@@ -464,8 +572,8 @@ def main():
     tp = throughput() if ROUNDS else {}  # ROUNDS=0: the idle rounds alone
     os.makedirs(OUT, exist_ok=True)
     json.dump({"date": started, "throughput": tp}, open(os.path.join(OUT, "relay-throughput.json"), "w"), indent=2)  # kept if idle fails
-    # The setup rounds against one upstream process, then against one per core (on one core: once).
-    lat = [setup_latency(workers) for workers in sorted({1, CORES})] if LATENCY else []
+    # The setup rounds: each upstream of SETUP_UPSTREAMS in turn, with fresh proxies.
+    lat = [setup_latency(kind) for kind in SETUP_KINDS] if LATENCY else []
     json.dump({"date": started, "throughput": tp, "setup": lat}, open(os.path.join(OUT, "relay-throughput.json"), "w"), indent=2)
     chk = checks() if CHECKS else {}
     json.dump({"date": started, "throughput": tp, "setup": lat, "checks": chk}, open(os.path.join(OUT, "relay-throughput.json"), "w"), indent=2)
@@ -501,6 +609,9 @@ def main():
             failed = " (%d failed: %s)" % (r["failures"], r["last_failure"]) if r["failures"] else ""
             lines.append("| %s | %d%s | %s | %s | %s | %s |" % (name, r["tunnels"], failed, fmt(r["connect_ms_p50"]), fmt(r["connect_ms_p99"]),
                                                           fmt(r["first_byte_ms_p50"]), fmt(r["first_byte_ms_p99"])))
+        if "worker_split" in round_:
+            lines += ["", "Served by two nginx workers: the connection and the mirror connection of %d of %d pinned tunnels (a logged trial "
+                      "before the round)." % (round_["worker_split"]["two_workers"], round_["worker_split"]["tunnels"])]
     if chk.get("failed"):
         lines += ["", "What each check costs: **Benchmarks/checks.sh failed** (%s); the end of its output:" % chk["failed"], ""]
         lines += ["    " + line for line in chk["output"]]

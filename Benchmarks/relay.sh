@@ -7,8 +7,10 @@
 #   PARALLEL tunnels at once sharing SIZE (TLS 1.3): aggregate MB/s per path;
 #   CONNECT → 200 and → first byte over LATENCY sequential tunnels: pinproxy pinned cold (a probe
 #     each), pinned warm (verification cache), unpinned, the C relay (copy), Squid, tinyproxy, and
-#     direct (first byte); twice, against one Node upstream process and against a Node cluster of
-#     one process per online core (Benchmarks/tls13_upstream.js, UPSTREAM_WORKERS), two tables;
+#     direct (first byte); a table per upstream of SETUP_UPSTREAMS: one Node process ("node"), a
+#     Node cluster of one process per online core ("node-cluster"; Benchmarks/tls13_upstream.js,
+#     UPSTREAM_WORKERS), nginx with a worker per online core ("nginx", with the share of pinned
+#     tunnels whose two connections two workers served, from a logged trial before the round);
 #   what each check costs: Benchmarks/checks.sh with the same pinproxy binary, CHECKS tunnels per
 #     row (no check TLS 1.3 / 1.2, probe, stream check, key-log check, mirror check, CT) and
 #     CHECK_INSTRUCTIONS more per row under callgrind, its table and each check against its baseline;
@@ -23,11 +25,12 @@
 #          CHECKS (300 tunnels per check row; 0: no checks), CHECK_INSTRUCTIONS (40 tunnels per row
 #          under callgrind; 0: none),
 #          PINPROXY_BIN (a pinproxy binary already built: no release build; the table names it)
+#          SETUP_UPSTREAMS (node,node-cluster,nginx: the setup rounds to run, in that order)
 #     --quick: ROUNDS=1 SIZE=256 MiB (CPU time counts in 10 ms ticks: 0.04 s/GiB at this size) LATENCY=50 IDLE=200 CHECKS=40,
 #              into a temporary OUTDIR unless one is given
-# Squid, tinyproxy and valgrind (when CHECK_INSTRUCTIONS is not 0) are installed with apt when
-# missing; Squid and tinyproxy run as this user's children on loopback ports with their own
-# temporary configs, never as system services.
+# Squid, tinyproxy, nginx (when its setup round runs) and valgrind (when CHECK_INSTRUCTIONS is not 0)
+# are installed with apt when missing; Squid, tinyproxy and nginx run as this user's children on
+# loopback ports with their own temporary configs, never as system services.
 set -euo pipefail
 [ -z "${PINPROXY_BIN:-}" ] || PINPROXY_BIN=$(realpath "$PINPROXY_BIN")  # before the cd below
 cd "$(dirname "$0")/.."
@@ -41,6 +44,9 @@ out=${1:-$out}
 for tool in squid tinyproxy; do
   command -v "$tool" >/dev/null || PATH=$PATH:/usr/sbin command -v "$tool" >/dev/null || apt-get install -y squid tinyproxy
 done
+if [ "${LATENCY:-500}" != 0 ] && [[ ",${SETUP_UPSTREAMS:-nginx}," == *,nginx,* ]]; then
+  command -v nginx >/dev/null || PATH=$PATH:/usr/sbin command -v nginx >/dev/null || apt-get install -y nginx  # the nginx setup round
+fi
 if [ "${CHECKS:-300}" != 0 ] && [ "${CHECK_INSTRUCTIONS:-40}" != 0 ]; then
   command -v valgrind >/dev/null || apt-get install -y valgrind  # checks.sh's instruction counts
 fi
