@@ -132,9 +132,11 @@ public final class EphemeralKeyStock: @unchecked Sendable {
 
     init(capacity: Int) { self.capacity = capacity }
 
-    /// Makes keys until `count` (at most the capacity) are in stock.
-    public func fill(upTo count: Int) {
-        let missing = min(count, capacity) - lock.withLock { keys.count }
+    /// Makes `count` more keys, as far as the capacity allows: every mirrored tunnel adds its own,
+    /// so tunnels that open together (all their `200`s sent before any of their hellos arrives)
+    /// each find theirs, rather than the first taking the one key they all topped up to.
+    public func fill(adding count: Int) {
+        let missing = min(count, capacity - lock.withLock { keys.count })
         guard missing > 0 else { return }
         let made = (0..<missing).compactMap { _ in EphemeralKey(Self.group) }
         lock.withLock { keys += made.prefix(max(0, capacity - keys.count)) }

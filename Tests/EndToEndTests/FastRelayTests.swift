@@ -48,6 +48,24 @@ import TestSupport
         #expect(proxy.stop() == 0)
     }
 
+    /// The stage before the fast relay carries bulk too: an upstream that speaks first to a silent
+    /// client (the check waits for the client's first bytes, so the bufferevents carry the tunnel)
+    /// and half-closes before the client says anything (so no fast relay takes over). Its bytes go
+    /// straight to the client's socket while nothing waits before them and through the output
+    /// buffer when the socket is full (the client reads only after a pause): every byte arrives once
+    /// and in order, and its EOF after the last one; then the client's bytes cross the other way.
+    @Test func aServerThatSpeaksFirstCrossesTheBuffereventStageWhole() throws {
+        let size = 8 << 20
+        let greeter = try Upstream(mode: "greetfirst", extra: ["--bulk-bytes", String(size)])
+        let proxy = try Self.proxy("copy", ports: [greeter.port])
+        #expect(try relayClient("listenfirst", proxy: proxy, upstream: greeter, bytes: size) == "OK \(size)")
+        let closed = proxy.waitFor("tunnel_closed")
+        #expect(closed?["relay"] == "bufferevent")
+        #expect(closed?["close_reason"] == "eof")
+        #expect(closed?["bytes_up"] == String(size) && closed?["bytes_down"] == String(size))
+        #expect(proxy.stop() == 0)
+    }
+
     /// A client that resets in the middle of a bulk stream ends the tunnel at once, and its
     /// descriptors (and pipes) are closed with it.
     @Test(arguments: methods) func aResetMidStreamEndsTheTunnel(method: String) throws {

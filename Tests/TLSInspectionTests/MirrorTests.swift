@@ -514,7 +514,7 @@ func indexOfX25519Share(_ bytes: [UInt8]) -> Int? {
 @Suite struct EphemeralKeyStockTests {
     @Test func stockedKeysAreTakenOnceEachThenFreshOnesAreMade() throws {
         let stock = EphemeralKeyStock(capacity: 4)
-        stock.fill(upTo: 3)
+        stock.fill(adding: 3)
         #expect(stock.count == 3)
         let taken = (0..<3).compactMap { _ in stock.take(.x25519) }
         #expect(taken.count == 3 && stock.count == 0)
@@ -523,11 +523,23 @@ func indexOfX25519Share(_ bytes: [UInt8]) -> Int? {
         #expect(!taken.map(\.publicShare).contains(fresh.publicShare) && stock.count == 0)
     }
 
+    /// Two mirrored tunnels open before either client's hello arrives: each adds its key, and
+    /// both hellos take a stocked one (topping up to one key would leave the second to make its
+    /// own, on the path to its first byte).
+    @Test func tunnelsOpenedTogetherEachStockTheirKey() {
+        let stock = EphemeralKeyStock(capacity: 16)
+        stock.fill(adding: 1)
+        stock.fill(adding: 1)
+        #expect(stock.count == 2)
+        _ = stock.take(.x25519)
+        #expect(stock.count == 1, "the second hello finds a key made before it")
+    }
+
     @Test func theStockIsBoundedAndKeepsItsGroupOnly() throws {
         let stock = EphemeralKeyStock(capacity: 2)
-        stock.fill(upTo: 10)
+        stock.fill(adding: 10)
         #expect(stock.count == 2)
-        stock.fill(upTo: 1)
+        stock.fill(adding: 1)
         #expect(stock.count == 2, "filling never drops keys")
         let p256 = try #require(stock.take(.secp256r1))
         #expect(p256.group == .secp256r1 && p256.publicShare.count == 65 && stock.count == 2)
@@ -535,7 +547,7 @@ func indexOfX25519Share(_ bytes: [UInt8]) -> Int? {
 
     @Test func aStockedKeyAgreesWithItsPeer() throws {
         let stock = EphemeralKeyStock(capacity: 1)
-        stock.fill(upTo: 1)
+        stock.fill(adding: 1)
         let ours = try #require(stock.take(.x25519)), theirs = try #require(EphemeralKey(.x25519))
         let a = try #require(ours.sharedSecret(with: theirs.publicShare)), b = try #require(theirs.sharedSecret(with: ours.publicShare))
         #expect(a.matches(b))

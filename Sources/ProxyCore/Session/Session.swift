@@ -376,7 +376,7 @@ final class Session {
         work = .relaying(relay, bypassEnd: bypassEnd)
         relay.start()
         // Keys for this tunnel's mirrors, made while its client builds the hello they will mirror.
-        if let mirrors = context.mirrors { EphemeralKeyStock.shared.fill(upTo: mirrors.connections.count) }
+        if let mirrors = context.mirrors { EphemeralKeyStock.shared.fill(adding: mirrors.connections.count) }
         // A reload while this CONNECT resolved, probed or connected: judged again now, as every
         // open tunnel was at the reload.
         if let admitted = machine.admitted, admitted.snapshot !== worker.snapshot { rejudge(under: worker.snapshot) }

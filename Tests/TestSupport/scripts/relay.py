@@ -8,6 +8,10 @@ the stream check is done with both sides after the first bytes and the fast rela
   relay.py talkfirst PROXYPORT TARGET BYTES  sends one byte; reads the `talkfirst` upstream's BYTES and
                                              its EOF, checks them, then sends BYTES and half-closes;
                                              prints 'OK <bytes read>'
+  relay.py listenfirst PROXYPORT TARGET BYTES as talkfirst with a `greetfirst` upstream, without the
+                                             byte: its first bytes come after the upstream's EOF, and
+                                             it starts reading only after a pause (the upstream's
+                                             bytes meet a full socket and backpressure in the proxy)
   relay.py resetmid PROXYPORT TARGET BYTES   sends a few bytes to a `flood` upstream, reads BYTES of
                                              the flood, then resets (SO_LINGER 0); prints 'RESET <bytes read>'
 """
@@ -45,9 +49,10 @@ def echo(proxy_port, target, n):
     if got == n and digest == hashlib.sha256(data).hexdigest(): return "OK %d" % got
     return "MISMATCH %d of %d" % (got, n)
 
-def talkfirst(proxy_port, target, n):
+def talkfirst(proxy_port, target, n, greeting=b"h"):
     s = tunnel(proxy_port, target)
-    s.sendall(b"h")
+    if greeting: s.sendall(greeting)
+    else: time.sleep(0.5)  # a load, not a wait: the checks below hold however the bytes arrive
     got, digest = read_all(s, n + 1)  # to the upstream's EOF
     if got != n or digest != hashlib.sha256(random.Random(2).randbytes(n)).hexdigest(): return "MISMATCH %d of %d" % (got, n)
     s.sendall(random.Random(3).randbytes(n))  # the other direction still carries bytes
@@ -69,4 +74,6 @@ def resetmid(proxy_port, target, n):
     s.close()
     return "RESET %d" % got
 
-print({"echo": echo, "talkfirst": talkfirst, "resetmid": resetmid}[sys.argv[1]](int(sys.argv[2]), sys.argv[3], int(sys.argv[4])))
+def listenfirst(proxy_port, target, n): return talkfirst(proxy_port, target, n, greeting=None)
+
+print({"echo": echo, "talkfirst": talkfirst, "listenfirst": listenfirst, "resetmid": resetmid}[sys.argv[1]](int(sys.argv[2]), sys.argv[3], int(sys.argv[4])))

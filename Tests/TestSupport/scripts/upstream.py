@@ -13,6 +13,7 @@ modes:
   echo        plain TCP; sends back everything it reads, and half-closes after the peer's EOF
   talkfirst   plain TCP; after the peer's first byte, sends --bulk-bytes of relay.py's pattern and
               half-closes, then reads until the peer's EOF
+  greetfirst  as talkfirst, but sends at once, before the peer says anything
 """
 import argparse, os, socket, ssl, sys, threading, time
 
@@ -106,8 +107,8 @@ def handle(raw):
             raw.shutdown(socket.SHUT_WR)
             raw.recv(1)  # until the peer closes (or the timeout)
             return
-        if a.mode == "talkfirst":
-            if not raw.recv(1): return
+        if a.mode in ("talkfirst", "greetfirst"):
+            if a.mode == "talkfirst" and not raw.recv(1): return
             import random
             raw.sendall(random.Random(2).randbytes(a.bulk_bytes))
             raw.shutdown(socket.SHUT_WR)
