@@ -138,10 +138,11 @@ func hmac(key: SecretBytes, data: [UInt8], suite: TLS13Suite, into out: inout [U
     OpenSSLError.clear()
 }
 
-/// The algorithms the key schedule uses on every flight, fetched from OpenSSL once per process:
+/// The KDF and MAC the key schedule uses on every flight, fetched from OpenSSL once per process:
 /// OpenSSL 3.0 searches its locked method store each time a context is made from a name or a
-/// legacy id (an HKDF step cost about 5 µs that way, 1 µs with the fetched KDF; a mirror flight
-/// takes seven). Fetched algorithms are immutable and may be used by any number of threads.
+/// legacy id (an HKDF step cost about 5 µs that way, 1 µs with the fetched KDF, the digest still
+/// named per step; a mirror flight takes seven). Fetched algorithms are immutable and may be used
+/// by any number of threads.
 final class Fetched: @unchecked Sendable {
     static let algorithms = Fetched()
 

@@ -188,7 +188,7 @@ final class Session {
     /// call that started it, so work is kept only if the machine is still in its stage.
     private func perform(_ action: SessionMachine.Action) {
         if case .none = action { return }
-        var previous = work
+        let previous = work
         work = .none
         previous.cancel()
         syncTunnelSlot()
@@ -275,13 +275,8 @@ final class Session {
             }
             var relay: Relay?
             if case .relaying(let r, _) = previous { relay = r }
-            previous = .none
             let closed = ClosedTunnel(record: record, bytesUp: relay?.bytesUp ?? 0, bytesDown: relay?.bytesDown ?? 0,
                                       duration: ContinuousClock.now - (openedAt ?? acceptedAt), stream: relay?.summary, relay: relay?.stage)
-            // The relay (its buffers, sockets and events) goes before the close line is made: when
-            // thousands of tunnels end at once, their lines take the memory the relays gave back
-            // rather than adding to it (the teardown peak).
-            relay = nil
             if case .relay(.refused(let refusal)) = reason {
                 finish(.streamRefused(refusal, closed))
             } else {

@@ -203,7 +203,10 @@ final class Relay {
     /// waits in its output, so a flight leaves in this call rather than on the loop's next turn
     /// (the write event's), which every flight of a handshake would otherwise wait for on its way
     /// to the first byte; what the socket does not take (or a failed send, which libevent's own
-    /// write then meets and reports) goes through the output buffer, behind nothing.
+    /// write then meets and reports) goes through the output buffer, behind nothing. A failed send
+    /// takes the socket's pending error, so libevent's write meets EPIPE after it: the close line
+    /// says `reset` where a timed-out or unreachable peer would have said `failed` (as the fast
+    /// relay's own writes do).
     private static func pass(_ count: Int, from input: OpaquePointer, to sink: BufferEvent) {
         guard count > 0 else { return }
         var sent = 0
@@ -296,9 +299,11 @@ final class Relay {
         // Its first bytes: full reads from now on (0: libevent's default), on the other side too,
         // whose answer comes next (a server's first flight in one read, not 256 bytes and the rest
         // a turn later).
-        for reader in [side, side.other] where self[reader].readsSmall {
-            bufferevent_set_max_single_read(self[reader].bev.ref, 0)
-            self[reader].readsSmall = false
+        if self[side].readsSmall || self[side.other].readsSmall {
+            for reader in [side, side.other] where self[reader].readsSmall {
+                bufferevent_set_max_single_read(self[reader].bev.ref, 0)
+                self[reader].readsSmall = false
+            }
         }
         move(from: side)
         goFastIfReady()
