@@ -129,6 +129,27 @@ import TestSupport
         try #expect(refused["ct_detail"] == (try CTExpectations(ct).detail("two-operators-unlogged")), "\(refused)")
     }
 
+    /// Pinned to the logged leaf's key under `ct: require`: the unlogged chain fails both. The
+    /// pins' refusal comes first (reason `pin_mismatch`), and its detail names that, not the CT
+    /// shortfall the same chain also has.
+    @Test func aPinMismatchInTheStreamIsNamedAsOneUnderCT() throws {
+        let logged = try ct.serve("two-operators", tls: "1.2")
+        let unlogged = try ct.serve("two-operators-unlogged", tls: "1.2")
+        let selective = try Replayer(genuine: logged.port, abort: "none", then: unlogged.port)
+        let rules = """
+            rules:
+              - host: two-operators.ct.pinproxy.test
+                pins: ["\(try ct.pin("two-operators"))"]
+                ct: require
+            """
+        let proxy = try ProxyProcess(config: ct.policy(ports: [selective.port], rules: rules))
+        let result = try ct.get(proxy, "two-operators", port: selective.port)
+        #expect(result.connectStatus == 200 && result.exitCode != 0 && !result.body.contains("unlogged"), "\(result)")
+        let refused = try #require(proxy.waitFor("tunnel_refused"), "\(proxy.log)")
+        #expect(refused["stage"] == "stream" && refused["reason"] == "pin_mismatch" && refused["bytes_down"] == "0", "\(refused)")
+        #expect(refused["detail"] == "the chain the server sent in the tunnel fails the rule: pin_mismatch", "\(refused)")
+    }
+
     /// Under `ct: report` the stream's finding is a warning, and the tunnel stands (as report mode
     /// does for pins).
     @Test func underReportTheSelectiveServerIsAWarning() throws {

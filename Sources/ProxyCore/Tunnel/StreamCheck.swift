@@ -330,18 +330,21 @@ final class StreamCheck {
         let refused: Bool
         if case .refused = evaluation.verdict { refused = true } else { refused = false }
         if stage == .stream || summary.judged == nil || (refused && summary.verifiedBy != .probeAndKeylog) { summary.judged = judged }
+        // What failed, in words: the chain's validation, CT's shortfall when CT is the reason (a
+        // chain may fail both its pins and CT; the pins' refusal is named first), else the reason.
+        func failing(_ reason: RefusalReason) -> String {
+            let why = evaluation.chainFailure?.detail ?? (reason == .ctNotCompliant ? evaluation.ctShortfall : nil) ?? reason.rawValue
+            return "the chain the server sent \(stage == .mirror ? "on the mirror check" : "in the tunnel") fails the rule: \(why)"
+        }
         switch evaluation.verdict {
         case .refused(let reason):
-            let shown = stage == .mirror ? "on the mirror check" : "in the tunnel"
-            let detail = "the chain the server sent \(shown) fails the rule: \(evaluation.chainFailure?.detail ?? evaluation.ctShortfall ?? reason.rawValue)"
+            let detail = failing(reason)
             var refusal = StreamRefusal(reason: .policy(reason), detail: detail, stage: stage)
             refusal.alertClient = true
             notify?(.caught(InterceptionCatch(stage: stage, reason: .policy(reason), detail: detail, chain: ders), judged: judged))
             return .refuse(refusal)
         case .bypassed(let reason, let basis):
-            let shown = stage == .mirror ? "on the mirror check" : "in the tunnel"
-            let why = evaluation.chainFailure?.detail ?? (reason == .ctNotCompliant ? evaluation.ctShortfall : nil) ?? reason.rawValue
-            overlook(StreamSummary.Overlooked(reason: .policy(reason), detail: "the chain the server sent \(shown) fails the rule: \(why)", basis: basis, stage: stage))
+            overlook(StreamSummary.Overlooked(reason: .policy(reason), detail: failing(reason), basis: basis, stage: stage))
         case .allowed, .unpinned:
             if stage == .stream { summary.verifiedBy = verification }  // a mirror's word counts once every mirror has spoken
         }
