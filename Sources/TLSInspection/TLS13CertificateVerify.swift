@@ -1,5 +1,6 @@
 import Foundation
 import COpenSSL
+import PinPolicy
 
 /// The TLS 1.3 signature schemes a server may sign its CertificateVerify with, as OpenSSL 3.0
 /// verifies them (RFC 8446 §4.2.3). rsa_pkcs1_* and SHA-1 schemes are refused: "RSA signatures
@@ -90,7 +91,7 @@ final class ParsedLeaves: @unchecked Sendable {
 
     private struct Key: Hashable {
         let der: [UInt8]
-        func hash(into hasher: inout Hasher) { der.withUnsafeBytes { hasher.combine(bytes: $0) } }  // in bulk, not byte by byte
+        func hash(into hasher: inout Hasher) { hasher.combine(bytesOf: der) }
     }
 
     private let lock = NSLock()

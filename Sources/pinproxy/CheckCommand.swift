@@ -158,6 +158,10 @@ struct CheckCommand: ParsableCommand {
             let seen = try OneShotProbe.run(authority, policy: policy)
             let (validation, evaluation) = snapshot.judge(seen.presented, target: target, rule: rule, at: Date(), debugBypassEnabled: false,
                                                   delivered: seen.delivered)
+            // What a refusal or a bypass found: CT's shortfall, or what the chain's validation said.
+            func detail(_ reason: RefusalReason) -> String {
+                reason == .ctNotCompliant ? (evaluation.ctShortfall.map { ": \($0)" } ?? "") : validation.failureDetail
+            }
             switch evaluation.verdict {
             case .allowed(let match):
                 Output.out("\(prefix) matches (\(match.entry.pin) at position \(match.position)) via \(seen.address.ip) \(seen.tlsVersion)")
@@ -165,13 +169,11 @@ struct CheckCommand: ParsableCommand {
                     Output.out("\(prefix) warning[no_real_backup]: every pin of the rule matched this one chain, so none of them is a real backup; \(BackupRule.advice)")
                 }
             case .refused(let reason):
-                let ct = evaluation.ctShortfall.map { ": \($0)" } ?? ""
-                Output.out("\(prefix) would be REFUSED: \(reason.rawValue)\(reason == .ctNotCompliant ? ct : validation.failureDetail) via \(seen.address.ip)")
+                Output.out("\(prefix) would be REFUSED: \(reason.rawValue)\(detail(reason)) via \(seen.address.ip)")
                 healthy = false
             case .bypassed(let reason, let basis):
-                let why = reason == .ctNotCompliant ? (evaluation.ctShortfall.map { ": \($0)" } ?? "") : validation.failureDetail
                 let by = basis == .ctReport ? "ct: report" : basis == .ctStaleList ? "a stale CT log list" : "mode: report"
-                Output.out("\(prefix) does not match (\(reason.rawValue)\(why)); \(by) lets it through")
+                Output.out("\(prefix) does not match (\(reason.rawValue)\(detail(reason))); \(by) lets it through")
             case .unpinned:  // a rule checked for CT only, which the chain meets
                 if case .judged(let finding)? = evaluation.ct, finding.isCompliant {
                     Output.out("\(prefix) meets the CT policy (\(finding.counted.count) SCTs counted) via \(seen.address.ip) \(seen.tlsVersion)")

@@ -73,12 +73,3 @@ final class ValidationMemo: @unchecked Sendable {
         }
     }
 }
-
-extension Hasher {
-    /// A byte array's count and bytes, hashed in bulk: the same arrays hash the same, as with
-    /// `combine(_:)`, at a fraction of its cost for certificates (it hashes one byte at a time).
-    mutating func combine(bytesOf bytes: [UInt8]) {
-        combine(bytes.count)
-        bytes.withUnsafeBytes { combine(bytes: $0) }
-    }
-}

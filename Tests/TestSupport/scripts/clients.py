@@ -39,15 +39,25 @@ def get(url, cafile):
     except Exception as e:
         return "ERROR %s" % (e,)
 
+def read_head(raw):
+    """The proxy's answer to a CONNECT, read one byte at a time so that nothing of the tunnel after
+    it is taken; None if the proxy closed before the head was complete."""
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = raw.recv(1)
+        if not chunk: return None
+        head += chunk
+    return head
+
 def stall(url, cafile, seconds):
     import os, urllib.parse
     proxy = urllib.parse.urlparse(os.environ["HTTPS_PROXY"])
     target = urllib.parse.urlparse(url)
     raw = socket.create_connection((proxy.hostname, proxy.port), timeout=30)
     raw.sendall(b"CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n\r\n" % (target.hostname.encode(), target.port, target.hostname.encode(), target.port))
-    head = b""
-    while b"\r\n\r\n" not in head:
-        head += raw.recv(1)
+    head = read_head(raw)
+    if head is None:
+        return "REFUSED proxy closed"
     if not head.startswith(b"HTTP/1.1 200"):
         return "REFUSED " + head.split(b"\r\n")[0].decode()
     raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
@@ -75,11 +85,8 @@ def resets(n, proxy_port, target):
 def sni(proxy_port, target, name, cafile, send):
     raw = socket.create_connection(("127.0.0.1", proxy_port), timeout=10)
     raw.sendall(b"CONNECT %s HTTP/1.1\r\n\r\n" % target.encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        chunk = raw.recv(1)
-        if not chunk: return "ERROR proxy closed"
-        head += chunk
+    head = read_head(raw)
+    if head is None: return "ERROR proxy closed"
     if not head.startswith(b"HTTP/1.1 200"):
         return "ERROR " + head.split(b"\r\n")[0].decode()
     try:
@@ -109,11 +116,7 @@ def stream(proxy_port, cafile, seconds, target):
     raw.settimeout(20)
     raw.connect(("127.0.0.1", proxy_port))
     raw.sendall(b"CONNECT %s HTTP/1.1\r\n\r\n" % target.encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        chunk = raw.recv(1)
-        if not chunk: return "%s 0 refused" % target
-        head += chunk
+    if read_head(raw) is None: return "%s 0 refused" % target
     # A tunnel closed under it (a reload) may end it anywhere, even in the handshake: a cut, not a crash.
     try:
         tls = ssl.create_default_context(cafile=cafile).wrap_socket(raw, server_hostname=host)
@@ -146,11 +149,8 @@ def hold(proxy_port, target, cafile, bare):
     host, port = target.rsplit(":", 1)
     raw = socket.create_connection(("127.0.0.1", proxy_port), timeout=30)
     raw.sendall(b"CONNECT %s HTTP/1.1\r\n\r\n" % target.encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        chunk = raw.recv(1)
-        if not chunk: raise OSError("closed before the CONNECT's answer")
-        head += chunk
+    head = read_head(raw)
+    if head is None: raise OSError("closed before the CONNECT's answer")
     if not head.startswith(b"HTTP/1.1 200"): raise OSError(head.split(b"\r\n")[0].decode())
     if bare: return raw
     tls = ssl.create_default_context(cafile=cafile).wrap_socket(raw, server_hostname=host)
