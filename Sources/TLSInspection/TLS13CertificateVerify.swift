@@ -84,8 +84,8 @@ func verifyServerSignature(scheme: UInt16, signature: [UInt8], leaf der: [UInt8]
 /// Leaves already parsed, by their DER bytes: every TLS 1.3 tunnel to a host has its mirror's (or
 /// key-log) flight verified with the same leaf, and OpenSSL 3.0 spends about 1.5 M instructions
 /// decoding one (its decoder lookup), over a quarter of a pinned TLS 1.3 tunnel's work. The same
-/// bytes parse to the same certificate, so reusing it changes no verdict. Bounded (emptied when
-/// full); shared by the worker threads, hence the lock (OpenSSL lets threads verify with one key).
+/// bytes parse to the same certificate, so reusing it changes no verdict. A `BoundedMemo` shared by
+/// the worker threads (OpenSSL lets threads verify with one key).
 final class ParsedLeaves: @unchecked Sendable {
     static let shared = ParsedLeaves(capacity: 64)
 
@@ -94,23 +94,14 @@ final class ParsedLeaves: @unchecked Sendable {
         func hash(into hasher: inout Hasher) { hasher.combine(bytesOf: der) }
     }
 
-    private let lock = NSLock()
-    private var leaves: [Key: Certificate] = [:]
-    let capacity: Int
+    private let leaves: BoundedMemo<Key, Certificate>
 
-    init(capacity: Int) { self.capacity = capacity }
+    init(capacity: Int) { leaves = BoundedMemo(capacity: capacity) }
 
     /// The certificate these bytes are (`Certificate.fromDER`), parsed once; nil if they do not parse.
     func certificate(_ der: [UInt8]) -> Certificate? {
-        let key = Key(der: der)
-        if let known = lock.withLock({ leaves[key] }) { return known }
-        guard let parsed = Certificate.fromDER(der) else { return nil }
-        lock.withLock {
-            if leaves.count >= capacity { leaves.removeAll(keepingCapacity: true) }
-            leaves[key] = parsed
-        }
-        return parsed
+        leaves.value(for: Key(der: der), orMakeIfAny: { Certificate.fromDER(der) })
     }
 
-    var count: Int { lock.withLock { leaves.count } }
+    var count: Int { leaves.count }
 }

@@ -84,16 +84,7 @@ final class CTLogBook: @unchecked Sendable {
     func judge(_ presented: [Certificate], delivered: DeliveredSCTs, mode: CTMode, at now: Date) -> CTFinding {
         let leaf = presented[0]
         let key = CheckedKey(leaf: leaf.der, issuer: presented.count > 1 ? presented[1].der : nil, delivered: delivered)
-        let facts: [SCTFacts]
-        if let remembered = checked.withLock({ $0[key] }) {
-            facts = remembered
-        } else {
-            facts = check(presented, delivered: delivered)
-            checked.withLock { memo in
-                if memo[key] == nil && memo.count >= Self.checkedCapacity { memo.removeAll(keepingCapacity: true) }
-                memo[key] = facts
-            }
-        }
+        let facts = checked.value(for: key, orMake: { check(presented, delivered: delivered) })
         let verdict = CTPolicy.chrome.evaluate(notBefore: leaf.notBefore, notAfter: leaf.notAfter, scts: facts, list: list, at: now)
         var enforced = mode
         if mode == .require, settings.staleList == .report, case .stale = freshness(at: now) { enforced = .report }
@@ -119,8 +110,7 @@ final class CTLogBook: @unchecked Sendable {
             if let response = delivered.ocspResponse { hasher.combine(bytesOf: response) }
         }
     }
-    private let checked = Locked<[CheckedKey: [SCTFacts]]>([:])
-    private static let checkedCapacity = 1024
+    private let checked = BoundedMemo<CheckedKey, [SCTFacts]>(capacity: 1024)
     static let sctsPerDelivery = 12
 
     private func check(_ presented: [Certificate], delivered: DeliveredSCTs) -> [SCTFacts] {
