@@ -9,8 +9,14 @@ final class BufferEvent {
     private let loop: EventLoop
 
     /// Takes the socket; closes it when no bufferevent can be made.
+    ///
+    /// Callbacks are not deferred (no `BEV_OPT_DEFER_CALLBACKS`): libevent calls them last in its own
+    /// read and write handlers, never from inside a call of ours, so nothing re-enters. Deferred, an
+    /// event waited a loop turn: a read that met EOF kept the chain libevent allocated for it until
+    /// then, and one epoll turn hands over up to 4,096 sockets, so when thousands of tunnels' peers
+    /// hung up together their chains piled up above what the tunnels held (the teardown peak).
     init?(loop: EventLoop, socket fd: Int32) {
-        let options = Int32(BEV_OPT_CLOSE_ON_FREE.rawValue | BEV_OPT_DEFER_CALLBACKS.rawValue)
+        let options = Int32(BEV_OPT_CLOSE_ON_FREE.rawValue)
         guard let ref = bufferevent_socket_new(loop.base, fd, options) else {
             close(fd)
             return nil

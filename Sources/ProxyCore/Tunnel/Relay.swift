@@ -17,8 +17,6 @@ final class Relay {
         var inspected: Bool
         /// How many of the bytes waiting in this side's input the check has seen.
         var shown = 0
-        /// Read in small steps until its first byte (see `start`).
-        var readsSmall = false
     }
 
     /// The bufferevent stage's two sides; nil once the fast relay has the sockets.
@@ -74,18 +72,8 @@ final class Relay {
         checkedActivity = .now
         self[.client].bev.setWatermark(EV_READ, low: 0, high: 0)
         for side in [TunnelSide.client, .upstream] {
-            let bev = self[side].bev
-            // A side that has sent nothing yet is read 256 bytes at a time until it does: libevent
-            // allocates a read's chain before it knows the read returns 0 (8 KiB for the usual 4 KiB),
-            // and when thousands of idle tunnels' peers hang up at once, each holds one until the
-            // deferred callback that ends its tunnel runs (the teardown peak). A chain for 256 is 512.
-            // The first bytes either side sends lift it on both.
-            if evbuffer_get_length(bev.input) == 0 {
-                bufferevent_set_max_single_read(bev.ref, 256)
-                self[side].readsSmall = true
-            }
-            bev.route(to: self, read: relayReadCB, write: relayWriteCB, event: relayEventCB)
-            bev.enable(EV_READ | EV_WRITE)
+            self[side].bev.route(to: self, read: relayReadCB, write: relayWriteCB, event: relayEventCB)
+            self[side].bev.enable(EV_READ | EV_WRITE)
         }
         armIdleTimer()
         move(from: .client)  // bytes the client sent right after its CONNECT
@@ -122,8 +110,8 @@ final class Relay {
     fileprivate func side(of bev: OpaquePointer) -> TunnelSide { bev == self[.client].bev.ref ? .client : .upstream }
 
     /// Hands the sockets to the fast relay once the check is done with both sides and neither has
-    /// ended or failed (libevent stops a bufferevent on EOF or error before its deferred event
-    /// callback runs, so a side must still be enabled as the book says). What libevent read but did
+    /// ended or failed (libevent stops a bufferevent on EOF or error before its event callback
+    /// runs, so a side must still be enabled as the book says). What libevent read but did
     /// not pass on yet is moved first; what waits in the output buffers goes with the fast relay,
     /// to be written before anything else.
     private func goFastIfReady() {
@@ -296,22 +284,12 @@ final class Relay {
     }
 
     fileprivate func readable(_ side: TunnelSide) {
-        // Its first bytes: full reads from now on (0: libevent's default), on the other side too,
-        // whose answer comes next (a server's first flight in one read, not 256 bytes and the rest
-        // a turn later).
-        if self[side].readsSmall || self[side.other].readsSmall {
-            for reader in [side, side.other] where self[reader].readsSmall {
-                bufferevent_set_max_single_read(self[reader].bev.ref, 0)
-                self[reader].readsSmall = false
-            }
-        }
         move(from: side)
         goFastIfReady()
     }
 
     fileprivate func event(on side: TunnelSide, _ what: Int16, errno savedErrno: Int32) {
-        // An error on either side ends the tunnel, whatever else is set: with deferred callbacks
-        // libevent merges a read EOF and a write error into one event, and a write side that has
+        // An error on either side ends the tunnel, whatever else is set: a write side that has
         // failed will never drain, so waiting for it would hold the tunnel until idle_timeout.
         if what & Int16(BEV_EVENT_ERROR) != 0 {
             return end(savedErrno == ECONNRESET || savedErrno == EPIPE ? .reset(side) : .failed(side))
