@@ -210,6 +210,26 @@ import TestSupport
         #expect(closed["close_reason"] == "client_closed_before_decision")
         #expect(proxy.waitFor("stats", timeout: 5) { $0["active_sessions"] == "0" && $0["live_session_objects"] == "0" && $0["tunnels"] == "0" } != nil)
     }
+
+    /// A client that sends more than the 64 KiB of early tunnel bytes pinproxy holds while its
+    /// CONNECT waits for a probe does not make the worker spin: libevent called the session's read
+    /// callback again every loop turn while the held bytes sat at the read watermark, a core at
+    /// full use until the probe gave up (3 s of CPU in 3 s; any local process could do it to every
+    /// worker). The wait costs next to nothing now, and the CONNECT gets its answer as before.
+    @Test func earlyBytesPastTheCapDoNotSpinTheWorker() throws {
+        let silent = try Upstream("leaf-ec256", name: "slow", mode: "silent")
+        let proxy = try ProxyProcess(config: policy(ports: [silent.port], rules: apiRule(pinsLine(Pins.leafEC)), proxy: "probe_timeout: 6s\nstats_interval: 200ms"))
+        let client = try OpenConnection(port: proxy.port, send: "CONNECT api.pinproxy.test:\(silent.port) HTTP/1.1\r\n\r\n" + String(repeating: "A", count: 80 * 1024))
+        #expect(proxy.waitFor("stats") { $0["tunnels"] == "1" } != nil)  // its probe is under way
+        let before = proxy.cpuSeconds
+        usleep(2_000_000)
+        let used = proxy.cpuSeconds - before
+        #expect(before >= 0 && used < 0.5, "the proxy used \(used) s of CPU in 2 s while a CONNECT waited for its probe")
+        let response = client.receive(timeout: 15, until: "\r\n\r\n")
+        #expect(statusLine(response) == "HTTP/1.1 504 TLS Handshake Timeout")
+        #expect(proxy.waitFor("tunnel_refused")?["reason"] == "probe_timeout")
+        client.close()
+    }
 }
 
 @Suite(.serialized) struct GarbageTests {

@@ -417,6 +417,16 @@ public final class ProxyProcess: @unchecked Sendable {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process.processIdentifier)/fd").count) ?? -1
     }
 
+    /// The CPU time the proxy has used so far, user and system, all its threads (`/proc/PID/stat`'s
+    /// utime and stime); -1 when it cannot be read.
+    public var cpuSeconds: Double {
+        guard let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+              let afterName = stat.range(of: ") ", options: .backwards) else { return -1 }
+        let fields = stat[afterName.upperBound...].split(separator: " ")  // fields from the 3rd (state) on
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return -1 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
     deinit { terminate() }
 }
 

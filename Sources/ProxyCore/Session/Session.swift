@@ -79,8 +79,18 @@ final class Session {
 
     func onReadable() {
         guard case .readingRequest = machine.state, let clientSide else {
-            if case .lingering = machine.state, let input = clientSide?.input { evbuffer_drain(input, evbuffer_get_length(input)) }
-            return  // early tunnel bytes wait in the input buffer (the read watermark caps them)
+            guard let clientSide else { return }
+            if case .lingering = machine.state {
+                evbuffer_drain(clientSide.input, evbuffer_get_length(clientSide.input))
+            } else if evbuffer_get_length(clientSide.input) >= Self.earlyBytesCap {
+                // Early tunnel bytes wait in the input buffer, up to the cap. Reading stops there:
+                // libevent, finding its read callback left the input at the read watermark with
+                // reading on, calls it again on the next loop turn, and again, a worker spinning
+                // at full speed until the probe ends. Nothing behind the cap could be read before
+                // the relay anyway (an EOF waits behind the unread bytes); the relay reads on.
+                clientSide.disable(EV_READ)
+            }
+            return
         }
         let input = clientSide.input
         if let first = evbuffer_pullup(input, 1), let wrong = WrongProtocol.detect(firstByte: first.pointee) {
@@ -106,7 +116,7 @@ final class Session {
         case .success(let request):
             // Early tunnel bytes may wait in the input buffer, but not without bound; reading on
             // lets us notice a client that hangs up while we resolve and probe.
-            clientSide.setWatermark(EV_READ, low: 0, high: 64 * 1024)
+            clientSide.setWatermark(EV_READ, low: 0, high: Self.earlyBytesCap)
             let snapshot = worker.snapshot  // this CONNECT is judged by the policy in force now
             // The slot is taken before the machine decides (workers share max_tunnels: a check
             // now and a take later could let two workers both take the last one); the machine's
@@ -125,8 +135,7 @@ final class Session {
     }
 
     func onFlushed() {
-        // Only once the refusal is out: a write callback still pending from the stage before (a
-        // plain-HTTP request refused in the middle of its body) would half-close ahead of it.
+        // Only once the refusal is out: a half-close before would cut it off.
         guard case .lingering = machine.state, let clientSide, evbuffer_get_length(clientSide.output) == 0 else { return }
         clientSide.shutdownWrite()
     }
@@ -398,6 +407,10 @@ final class Session {
     }
 
     private static let established = Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8)
+
+    /// What a client may send after its CONNECT before the tunnel opens, held until the relay
+    /// passes it on (a ClientHello, even one with post-quantum key shares, is far smaller).
+    private static let earlyBytesCap = 64 * 1024
 
     /// The tunnel opened: its decision line (`tunnel_allowed`, `tunnel_bypassed`, `tunnel_unpinned`),
     /// built only when its level is written. Counted before the `200`.

@@ -15,6 +15,9 @@ final class BufferEvent {
     /// event waited a loop turn: a read that met EOF kept the chain libevent allocated for it until
     /// then, and one epoll turn hands over up to 4,096 sockets, so when thousands of tunnels' peers
     /// hung up together their chains piled up above what the tunnels held (the teardown peak).
+    /// One callback is deferred whatever the options: a read callback that leaves the input at the
+    /// read watermark with reading on is called again a turn later, and again (see
+    /// `Session.onReadable`).
     init?(loop: EventLoop, socket fd: Int32) {
         let options = Int32(BEV_OPT_CLOSE_ON_FREE.rawValue)
         guard let ref = bufferevent_socket_new(loop.base, fd, options) else {
