@@ -345,7 +345,14 @@ final class PlainForwarder {
         step { $0.clientLeft(end) }
     }
 
-    fileprivate func onServerReadable() { pumpResponse() }
+    fileprivate func onServerReadable() {
+        // A kept server that speaks before it is asked cannot be used again (what it sent would be
+        // read as the next response), so it goes now. Left with its bytes and reading on, it made
+        // the worker spin once they reached the read watermark: libevent calls a read callback
+        // again every loop turn while the input sits there.
+        guard machine.isExchanging else { return step { $0.serverLeft() } }
+        pumpResponse()
+    }
 
     fileprivate func onServerWritable() {
         guard machine.isExchanging else { return }
