@@ -60,7 +60,7 @@ import TestSupport
         defer { client.close() }
         // The probe's CONNECT reached the parent, which now holds back the end of its answer.
         for _ in 0..<100 where parent.requests.isEmpty { usleep(50_000) }
-        #expect(parent.requests == ["CONNECT api.pinproxy.test:\(server.port) auth=-"])
+        #expect(parent.requests.first == "CONNECT api.pinproxy.test:\(server.port) auth=-")
         let before = proxy.cpuSeconds
         usleep(2_000_000)
         let used = proxy.cpuSeconds - before
@@ -136,7 +136,7 @@ import TestSupport
         let r = try run(Paths.pinproxy, ["pin", "api.pinproxy.test:\(server.port)", "--config", config], timeout: 30)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.contains("spki pin:  \(Pins.leafEC)\n"))
-        #expect(parent.requests == ["CONNECT api.pinproxy.test:\(server.port) auth=-"])
+        #expect(parent.requests.first == "CONNECT api.pinproxy.test:\(server.port) auth=-")
     }
 
     func urllibThrough(_ port: UInt16) -> String {
