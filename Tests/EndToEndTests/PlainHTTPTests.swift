@@ -351,6 +351,67 @@ extension PlainHTTPTests {
     }
 }
 
+extension PlainHTTPTests {
+    /// A kept server connection that sends bytes nobody asked for, between requests, is let go at
+    /// once. Left holding them (100,000, past the 64 KiB read watermark) with reading on, it made
+    /// the worker spin until the client's next request or `header_timeout`: libevent calls a read
+    /// callback again every loop turn while the input sits at the watermark (2.0 s of CPU in 2 s
+    /// before). The client's next request goes out on a fresh connection.
+    @Test func aKeptServerThatSpeaksOutOfTurnIsLetGoWithoutSpinning() throws {
+        let server = try Self.server()
+        let proxy = try ProxyProcess(config: Self.plainPolicy(port: server.port, proxy: "header_timeout: 30s"))
+        let connection = try OpenConnection(port: proxy.port, send: "GET http://plain.pinproxy.test:\(server.port)/then-spam HTTP/1.1\r\nHost: x\r\n\r\n")
+        defer { connection.close() }
+        #expect(connection.receive(timeout: 5, until: "hello plain\n").hasSuffix("hello plain\n"))  // the exchange is over, the connection kept
+        let spam = try rawExchange(port: server.port, send: Array("GET /spam HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+        #expect(spam.hasSuffix("\r\n\r\nsent\n"), "\(spam)")
+        let before = proxy.cpuSeconds
+        usleep(2_000_000)
+        let used = proxy.cpuSeconds - before
+        #expect(before >= 0 && used < 0.5, "the proxy used \(used) s of CPU in 2 s while a kept server's unasked bytes waited")
+        let closed = try rawExchange(port: server.port, send: Array("GET /spam-closed HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+        #expect(closed.hasSuffix("\r\n\r\nclosed\n"), "\(closed)")
+        connection.sendText("GET http://plain.pinproxy.test:\(server.port)/hello HTTP/1.1\r\nHost: x\r\n\r\n")
+        let next = connection.receive(timeout: 5, until: "hello plain\n")
+        #expect(statusLine(next) == "HTTP/1.1 200 OK" && next.hasSuffix("\r\n\r\nhello plain\n"), "\(next)")
+        let lines = proxy.events("http_forwarded", count: 2)
+        #expect(lines.map { $0["outcome"] } == ["complete", "complete"] && lines.map { $0["status"] } == ["200", "200"], "\(lines)")
+        #expect(lines.map { $0["bytes_down"] } == ["12", "12"] && lines.map { $0["conn"] } == [lines.first?["conn"], lines.first?["conn"]], "\(lines)")
+    }
+}
+
+extension PlainHTTPTests {
+    /// After a reload that raises `max_request_bytes`, a kept-alive connection's next head may be
+    /// as long as the new limit allows, and waiting for its end costs nothing. The connection read
+    /// ahead only as far as the limit it started under (64 KiB), so a head longer than that sat at
+    /// the read watermark with reading on, and libevent called the read callback again every loop
+    /// turn until `header_timeout` (2.0 s of CPU in 2 s before; and, reading stopped there, the
+    /// head's end was never read).
+    @Test func aLongHeadAfterAReloadRaisedTheLimitDoesNotSpinTheWorker() throws {
+        let server = try Self.server()
+        let proxy = try ProxyProcess(config: Self.plainPolicy(port: server.port, proxy: "header_timeout: 30s"))
+        let hello = "GET http://plain.pinproxy.test:\(server.port)/hello HTTP/1.1\r\nHost: x\r\n"
+        let connection = try OpenConnection(port: proxy.port, send: hello + "\r\n")
+        defer { connection.close() }
+        #expect(connection.receive(timeout: 5, until: "hello plain\n").hasSuffix("hello plain\n"))
+        try Self.plainPolicy(port: server.port, proxy: "header_timeout: 30s\nmax_request_bytes: 262144").write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
+        proxy.signal(SIGHUP)
+        #expect(proxy.waitFor("policy_reloaded") != nil)
+        // 100 KB of a head (two fields of 50,000 bytes), all but its end.
+        connection.sendText(hello + "X-A: " + String(repeating: "a", count: 50_000) + "\r\nX-B: " + String(repeating: "b", count: 50_000) + "\r\n")
+        let before = proxy.cpuSeconds
+        usleep(2_000_000)
+        let used = proxy.cpuSeconds - before
+        #expect(before >= 0 && used < 0.5, "the proxy used \(used) s of CPU in 2 s while a long head waited for its end")
+        connection.sendText("\r\n")
+        let next = connection.receive(timeout: 5, until: "hello plain\n")
+        #expect(statusLine(next) == "HTTP/1.1 200 OK" && next.hasSuffix("\r\n\r\nhello plain\n"), "\(next)")
+        let lines = proxy.events("http_forwarded", count: 2)
+        #expect(lines.map { $0["outcome"] } == ["complete", "complete"] && lines.map { $0["status"] } == ["200", "200"], "\(lines)")
+        #expect(proxy.events("request_rejected").isEmpty)
+    }
+}
+
 private func sha256(_ text: String) -> String {
     (try? run("/bin/sh", ["-c", "printf %s '\(text)' | sha256sum"]).stdout.split(separator: " ").first.map(String.init)) ?? "?"
 }

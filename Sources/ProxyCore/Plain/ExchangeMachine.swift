@@ -332,7 +332,7 @@ struct ExchangeMachine {
         return abort(exchange, end.outcome)
     }
 
-    /// A kept server connection closed between requests.
+    /// A kept server connection closed, or sent bytes, between requests: it is not used again.
     mutating func serverLeft() -> Action {
         guard !isExchanging else { preconditionFailure("server left mid-exchange") }
         if case .awaitingHead = state { state = .awaitingHead(kept: nil) }

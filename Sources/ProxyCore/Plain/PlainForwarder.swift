@@ -72,8 +72,7 @@ final class PlainForwarder {
         machine = ExchangeMachine(client: clientAddress.ip) { [worker] in worker.isOwnAddress($0) }
         var timeout = Self.timeval(worker.snapshot.policy.proxy.idleTimeout)
         bufferevent_set_timeouts(side.ref, &timeout, &timeout)
-        // Enough for the largest head `max_request_bytes` allows; a body waits in at most this much.
-        side.setWatermark(EV_READ, low: 0, high: max(64 * 1024, worker.snapshot.policy.proxy.maxRequestBytes + 1024))
+        readAheadFromClient(under: worker.snapshot.policy)
         side.setWatermark(EV_WRITE, low: Self.highWater / 4, high: 0)
         BodyMover.widen(side)
         side.route(to: self, read: plainClientReadCB, write: plainClientWriteCB, event: plainClientEventCB)
@@ -92,6 +91,7 @@ final class PlainForwarder {
 
     /// A reload: an exchange or a kept server connection the new policy would not allow ends now.
     func policyChanged(to policy: Policy) {
+        readAheadFromClient(under: policy)
         step { $0.policyChanged(to: policy) }
     }
 
@@ -308,6 +308,14 @@ final class PlainForwarder {
         onClientReadable()  // a pipelined request may already wait
     }
 
+    /// Enough for the largest head `max_request_bytes` allows (a reload may raise it); a body waits
+    /// in at most this much. Never less than the largest head: a head that has not ended stays in
+    /// the input, and at the read watermark with reading on, libevent calls the read callback again
+    /// every loop turn.
+    private func readAheadFromClient(under policy: Policy) {
+        client.setWatermark(EV_READ, low: 0, high: max(64 * 1024, policy.proxy.maxRequestBytes + 1024))
+    }
+
     // MARK: events
 
     fileprivate func onClientReadable() {
@@ -345,7 +353,14 @@ final class PlainForwarder {
         step { $0.clientLeft(end) }
     }
 
-    fileprivate func onServerReadable() { pumpResponse() }
+    fileprivate func onServerReadable() {
+        // A kept server that speaks before it is asked cannot be used again (what it sent would be
+        // read as the next response), so it goes now. Left with its bytes and reading on, it made
+        // the worker spin once they reached the read watermark: libevent calls a read callback
+        // again every loop turn while the input sits there.
+        guard machine.isExchanging else { return step { $0.serverLeft() } }
+        pumpResponse()
+    }
 
     fileprivate func onServerWritable() {
         guard machine.isExchanging else { return }

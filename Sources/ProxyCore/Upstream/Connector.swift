@@ -28,6 +28,8 @@ final class Connector {
     /// How each address failed, in order.
     private var failures: [(address: SocketAddress, failure: Failure)] = []
     private let hop: ParentHop?
+    /// The start of the parent's answer head, taken off the socket while the rest was awaited.
+    private var answerSoFar: [UInt8] = []
 
     private enum Failure {
         case timedOut
@@ -160,17 +162,23 @@ final class Connector {
             fail(refusal)
         }
         if timedOut { return failed(hop.failure("no answer within connect_total_timeout")) }
-        var peeked = [UInt8](repeating: 0, count: ParentHop.maxAnswerBytes)
+        var peeked = [UInt8](repeating: 0, count: ParentHop.maxAnswerBytes - answerSoFar.count)
         let n = peeked.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_PEEK)) }
         if n < 0 && (errno == EAGAIN || errno == EINTR) { return }
         if n < 0 { return failed(hop.failure(errnoText(errno))) }
         if n == 0 { return failed(hop.failure("it closed the connection without an answer")) }
-        guard let length = peeked.withUnsafeBytes({ ConnectRequest.headLength(in: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }) else {
-            if n == peeked.count { return failed(hop.failure("its answer head is over \(ParentHop.maxAnswerBytes) bytes")) }
-            return  // more to come
+        let seen = answerSoFar + peeked[0..<n]
+        guard let length = seen.withUnsafeBytes({ ConnectRequest.headLength(in: $0) }) else {
+            if seen.count == ParentHop.maxAnswerBytes { return failed(hop.failure("its answer head is over \(ParentHop.maxAnswerBytes) bytes")) }
+            // More to come. What came is taken off the socket (the head's end is not in it, so none
+            // of it is the tunnel's): left there, the socket stayed readable and the loop called
+            // back at once, every turn, a core spinning until the parent sent the rest.
+            _ = peeked.withUnsafeMutableBytes { recv(fd, $0.baseAddress, n, 0) }
+            answerSoFar = seen
+            return
         }
-        let head = Array(peeked[0..<length])
-        _ = peeked.withUnsafeMutableBytes { recv(fd, $0.baseAddress, length, 0) }
+        let head = Array(seen[0..<length])
+        _ = peeked.withUnsafeMutableBytes { recv(fd, $0.baseAddress, length - answerSoFar.count, 0) }
         switch ParentHop.parse(answer: head) {
         case .established: handOver(address)
         case .refused(let status, let phrase): failed(hop.refusal(status: status, phrase: phrase))

@@ -9,13 +9,16 @@ listening and serves until stdin closes. Each CONNECT it receives is appended to
   parent.py --mode intercept --to PORT           tunnels every CONNECT to 127.0.0.1:PORT instead
                                                  (an interception proxy, e.g. with a rogue CA)
   --auth USER:PASS                               answers 407 unless Basic USER:PASS is sent
+  --split-answer SECONDS                         sends a CONNECT's 200 head but its blank line, and
+                                                 the blank line SECONDS later
 """
-import argparse, base64, socket, sys, threading
+import argparse, base64, socket, sys, threading, time
 
 p = argparse.ArgumentParser()
 p.add_argument("--mode", choices=["tunnel", "refuse", "intercept"], default="tunnel")
 p.add_argument("--map", action="append", default=[]); p.add_argument("--to", type=int)
 p.add_argument("--auth"); p.add_argument("--log", required=True)
+p.add_argument("--split-answer", type=float, default=0)
 a = p.parse_args()
 names = dict(m.split("=", 1) for m in a.map)
 lock = threading.Lock()
@@ -67,7 +70,10 @@ def handle(conn):
         if a.mode == "intercept":
             host, port = "127.0.0.1", a.to
         upstream = socket.create_connection((names.get(host, host), int(port)), timeout=10)
-        conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        if a.split_answer:
+            conn.sendall(b"HTTP/1.1 200 Connection established\r\n")
+            time.sleep(a.split_answer)
+        conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n"[-2 if a.split_answer else 0:])
         conn.settimeout(None); upstream.settimeout(None)
         t = threading.Thread(target=pump, args=(upstream, conn), daemon=True); t.start()
         pump(conn, upstream)

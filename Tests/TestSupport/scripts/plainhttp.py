@@ -11,6 +11,10 @@ closes, so it never outlives the test that started it.
   GET  /count          how many requests it has answered so far
   GET  /then-close     'hello plain' without 'Connection: close', then closes the connection anyway
   GET  /silent         reads the head and never answers (until pinproxy closes the connection)
+  GET  /then-spam      'hello plain' (kept alive); once /spam is asked, 100,000 bytes nobody asked
+                       for on the same connection, then waits for pinproxy to close it
+  GET  /spam           lets /then-spam send its bytes; 'sent' once they are written
+  GET  /spam-closed    'closed' once pinproxy closed /then-spam's connection (within 5 s), else 'open'
   GET  /delay/MS       'hello plain' after MS milliseconds
   GET  /raw/NAME       one of RAW's answers, byte for byte (framing pinproxy must undo or refuse)
   POST|PUT /upload     reads the body (Content-Length or chunked) and answers 'received N sha256 H'
@@ -33,6 +37,7 @@ RAW = {
 
 answered = 0
 lock = threading.Lock()
+spam_go, spam_sent, spam_closed = threading.Event(), threading.Event(), threading.Event()
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -56,13 +61,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
             answered += 1
 
     def wait_for_close(self, seconds=120):
-        """Until the peer closes (or resets) the connection, without reading what it sent."""
+        """Until the peer closes (or resets) the connection, without reading what it sent. True if it did."""
         poller = select.poll()
         poller.register(self.connection, select.POLLRDHUP | select.POLLHUP | select.POLLERR)
         deadline = time.time() + seconds
-        while time.time() < deadline and not poller.poll(200):
-            pass
+        closed = False
+        while time.time() < deadline and not closed:
+            closed = bool(poller.poll(200))
         self.close_connection = True
+        return closed
 
     def do_HEAD(self):
         self.do_GET()
@@ -80,6 +87,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         if self.path == "/silent":
             return self.wait_for_close()
+        if self.path == "/then-spam":
+            self.send_text("hello plain\n")
+            self.wfile.flush()
+            if spam_go.wait(60):
+                self.wfile.write(b"x" * 100000)
+                self.wfile.flush()
+                spam_sent.set()
+                if self.wait_for_close(60):
+                    spam_closed.set()
+            self.close_connection = True
+            return
+        if self.path == "/spam":
+            spam_go.set()
+            return self.send_text("sent\n" if spam_sent.wait(30) else "not sent\n")
+        if self.path == "/spam-closed":
+            return self.send_text("closed\n" if spam_closed.wait(5) else "open\n")
         if self.path.startswith("/delay/"):
             time.sleep(int(self.path[len("/delay/"):]) / 1000)
             return self.send_text("hello plain\n")
