@@ -214,7 +214,7 @@ import TestSupport
     /// A client that sends more than the 64 KiB of early tunnel bytes pinproxy holds while its
     /// CONNECT waits for a probe does not make the worker spin: libevent called the session's read
     /// callback again every loop turn while the held bytes sat at the read watermark, a core at
-    /// full use until the probe gave up (3 s of CPU in 3 s; any local process could do it to every
+    /// full use until the probe gave up (2 s of CPU in 2 s; any local process could do it to every
     /// worker). The wait costs next to nothing now, and the CONNECT gets its answer as before.
     @Test func earlyBytesPastTheCapDoNotSpinTheWorker() throws {
         let silent = try Upstream("leaf-ec256", name: "slow", mode: "silent")
@@ -224,7 +224,7 @@ import TestSupport
         let before = proxy.cpuSeconds
         usleep(2_000_000)
         let used = proxy.cpuSeconds - before
-        #expect(before >= 0 && used < 0.5, "the proxy used \(used) s of CPU in 2 s while a CONNECT waited for its probe")
+        #expect(before >= 0 && used >= 0 && used < 0.5, "the proxy used \(used) s of CPU in 2 s while a CONNECT waited for its probe")
         let response = client.receive(timeout: 15, until: "\r\n\r\n")
         #expect(statusLine(response) == "HTTP/1.1 504 TLS Handshake Timeout")
         #expect(proxy.waitFor("tunnel_refused")?["reason"] == "probe_timeout")

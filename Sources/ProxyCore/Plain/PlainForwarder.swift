@@ -93,6 +93,10 @@ final class PlainForwarder {
     func policyChanged(to policy: Policy) {
         readAheadFromClient(under: policy)
         step { $0.policyChanged(to: policy) }
+        // A head already waiting is judged by the new limit now: a lower watermark pauses reading
+        // without calling back, so a head over a lowered limit would wait for header_timeout
+        // instead of its 431.
+        if machine.isBetweenRequests { onClientReadable() }
     }
 
     /// A request head, read by the session (the first) or by the forwarder (those kept alive after it).

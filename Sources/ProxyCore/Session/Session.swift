@@ -85,8 +85,8 @@ final class Session {
             } else if evbuffer_get_length(clientSide.input) >= Self.earlyBytesCap {
                 // Early tunnel bytes wait in the input buffer, up to the cap. Reading stops there:
                 // libevent, finding its read callback left the input at the read watermark with
-                // reading on, calls it again on the next loop turn, and again, a worker spinning
-                // at full speed until the probe ends. Nothing behind the cap could be read before
+                // reading on, calls it again (deferred), and again, a worker spinning at full
+                // speed until the probe ends. Nothing behind the cap could be read before
                 // the relay anyway (an EOF waits behind the unread bytes); the relay reads on.
                 clientSide.disable(EV_READ)
             }

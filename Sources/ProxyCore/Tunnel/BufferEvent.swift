@@ -16,7 +16,7 @@ final class BufferEvent {
     /// then, and one epoll turn hands over up to 4,096 sockets, so when thousands of tunnels' peers
     /// hung up together their chains piled up above what the tunnels held (the teardown peak).
     /// One callback is deferred whatever the options: a read callback that leaves the input at the
-    /// read watermark with reading on is called again a turn later, and again (see
+    /// read watermark with reading on is called again, and again, without end (see
     /// `Session.onReadable`).
     init?(loop: EventLoop, socket fd: Int32) {
         let options = Int32(BEV_OPT_CLOSE_ON_FREE.rawValue)

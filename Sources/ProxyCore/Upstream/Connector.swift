@@ -175,6 +175,9 @@ final class Connector {
             // back at once, every turn, a core spinning until the parent sent the rest.
             _ = peeked.withUnsafeMutableBytes { recv(fd, $0.baseAddress, n, 0) }
             answerSoFar = seen
+            // libevent restarts a persistent event's timeout whenever it fires: a parent sending
+            // its head a piece at a time would push connect_total_timeout back with each piece.
+            event?.add(timeout: max(0.001, deadline.timeIntervalSinceNow))
             return
         }
         let head = Array(seen[0..<length])

@@ -11,6 +11,8 @@ listening and serves until stdin closes. Each CONNECT it receives is appended to
   --auth USER:PASS                               answers 407 unless Basic USER:PASS is sent
   --split-answer SECONDS                         sends a CONNECT's 200 head but its blank line, and
                                                  the blank line SECONDS later
+  --trickle-answer SECONDS                       sends a CONNECT's 200 status line, then a header
+                                                 line every SECONDS, 40 in all, then the blank line
 """
 import argparse, base64, socket, sys, threading, time
 
@@ -19,6 +21,7 @@ p.add_argument("--mode", choices=["tunnel", "refuse", "intercept"], default="tun
 p.add_argument("--map", action="append", default=[]); p.add_argument("--to", type=int)
 p.add_argument("--auth"); p.add_argument("--log", required=True)
 p.add_argument("--split-answer", type=float, default=0)
+p.add_argument("--trickle-answer", type=float, default=0)
 a = p.parse_args()
 names = dict(m.split("=", 1) for m in a.map)
 lock = threading.Lock()
@@ -73,7 +76,12 @@ def handle(conn):
         if a.split_answer:
             conn.sendall(b"HTTP/1.1 200 Connection established\r\n")
             time.sleep(a.split_answer)
-        conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n"[-2 if a.split_answer else 0:])
+        if a.trickle_answer:
+            conn.sendall(b"HTTP/1.1 200 Connection established\r\n")
+            for n in range(40):
+                time.sleep(a.trickle_answer)
+                conn.sendall(b"X-Still-Coming: %d\r\n" % n)
+        conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n"[-2 if a.split_answer or a.trickle_answer else 0:])
         conn.settimeout(None); upstream.settimeout(None)
         t = threading.Thread(target=pump, args=(upstream, conn), daemon=True); t.start()
         pump(conn, upstream)
