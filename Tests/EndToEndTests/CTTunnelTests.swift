@@ -85,12 +85,24 @@ import TestSupport
 
     // MARK: the selective server: a logged chain for the probe, an unlogged one (same name) for the tunnel
 
+    /// The replayer in front of the two servers (kept alive with it): its first connection gets the
+    /// logged chain, every later one the unlogged chain.
+    struct SelectiveServer {
+        let servers: [Upstream]
+        let replayer: Replayer
+        var port: UInt16 { replayer.port }
+    }
+
+    func selectiveServer(tls: String) throws -> SelectiveServer {
+        let logged = try ct.serve("two-operators", tls: tls)
+        let unlogged = try ct.serve("two-operators-unlogged", tls: tls)
+        return SelectiveServer(servers: [logged, unlogged], replayer: try Replayer(genuine: logged.port, abort: "none", then: unlogged.port))
+    }
+
     /// TLS 1.2: the tunnel's Certificate is read in the stream and judged again; a compliant probe
     /// does not excuse it. Nothing of the server's reaches the client.
     @Test func theSelectiveServerIsRefusedInTheStreamOnTLS12() throws {
-        let logged = try ct.serve("two-operators", tls: "1.2")
-        let unlogged = try ct.serve("two-operators-unlogged", tls: "1.2")
-        let selective = try Replayer(genuine: logged.port, abort: "none", then: unlogged.port)
+        let selective = try selectiveServer(tls: "1.2")
         let proxy = try ProxyProcess(config: ct.policy(ports: [selective.port]))
         let result = try ct.get(proxy, "two-operators", port: selective.port)
         #expect(result.connectStatus == 200, "the probe met the logged chain: \(result)")
@@ -112,9 +124,7 @@ import TestSupport
 
     /// A pinned host whose pin (its CA's) matches both chains: the pins hold in the tunnel, CT does not.
     @Test func aCAPinDoesNotExcuseTheUnloggedChainInTheStream() throws {
-        let logged = try ct.serve("two-operators", tls: "1.2")
-        let unlogged = try ct.serve("two-operators-unlogged", tls: "1.2")
-        let selective = try Replayer(genuine: logged.port, abort: "none", then: unlogged.port)
+        let selective = try selectiveServer(tls: "1.2")
         let rules = """
             rules:
               - host: two-operators.ct.pinproxy.test
@@ -133,9 +143,7 @@ import TestSupport
     /// pins' refusal comes first (reason `pin_mismatch`), and its detail names that, not the CT
     /// shortfall the same chain also has.
     @Test func aPinMismatchInTheStreamIsNamedAsOneUnderCT() throws {
-        let logged = try ct.serve("two-operators", tls: "1.2")
-        let unlogged = try ct.serve("two-operators-unlogged", tls: "1.2")
-        let selective = try Replayer(genuine: logged.port, abort: "none", then: unlogged.port)
+        let selective = try selectiveServer(tls: "1.2")
         let rules = """
             rules:
               - host: two-operators.ct.pinproxy.test
@@ -153,9 +161,7 @@ import TestSupport
     /// Under `ct: report` the stream's finding is a warning, and the tunnel stands (as report mode
     /// does for pins).
     @Test func underReportTheSelectiveServerIsAWarning() throws {
-        let logged = try ct.serve("two-operators", tls: "1.2")
-        let unlogged = try ct.serve("two-operators-unlogged", tls: "1.2")
-        let selective = try Replayer(genuine: logged.port, abort: "none", then: unlogged.port)
+        let selective = try selectiveServer(tls: "1.2")
         let rules = "rules:\n  - host: two-operators.ct.pinproxy.test\n    ct: report"
         let proxy = try ProxyProcess(config: ct.policy(ports: [selective.port], rules: rules))
         #expect(try ct.get(proxy, "two-operators", port: selective.port).body == "hello from two-operators-unlogged\n")
@@ -172,9 +178,7 @@ import TestSupport
     @Test(arguments: [true, false])
     func theSelectiveServerIsRefusedOnTLS13(keyLog: Bool) throws {
         let path = try memoryDirectory() + "/keylog"
-        let logged = try ct.serve("two-operators", tls: "1.3")
-        let unlogged = try ct.serve("two-operators-unlogged", tls: "1.3")
-        let selective = try Replayer(genuine: logged.port, abort: "none", then: unlogged.port)
+        let selective = try selectiveServer(tls: "1.3")
         let proxy = try ProxyProcess(config: ct.policy(ports: [selective.port], proxy: "  keylog: { path: \(path), wait: 2s }"))
         let result = try ct.get(proxy, "two-operators", port: selective.port, environment: keyLog ? ["SSLKEYLOGFILE": path] : [:])
         #expect(result.connectStatus == 200, "the probe met the logged chain: \(result)")

@@ -417,9 +417,18 @@ public final class ProxyProcess: @unchecked Sendable {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process.processIdentifier)/fd").count) ?? -1
     }
 
-    /// The CPU time the proxy has used so far, user and system, all its threads (`/proc/PID/stat`'s
-    /// utime and stime); -1 when it cannot be read.
-    public var cpuSeconds: Double {
+    /// The CPU time the proxy uses (user and system, all its threads) while the caller waits
+    /// `seconds`; infinity when `/proc` cannot tell (the proxy is gone), so that a bound on it fails.
+    public func cpuSeconds(whileWaiting seconds: Double) -> Double {
+        let before = cpuSeconds
+        usleep(UInt32(seconds * 1_000_000))
+        let after = cpuSeconds
+        return before < 0 || after < 0 ? .infinity : after - before
+    }
+
+    /// The CPU time the proxy has used so far (`/proc/PID/stat`'s utime and stime); -1 when it
+    /// cannot be read.
+    private var cpuSeconds: Double {
         guard let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
               let afterName = stat.range(of: ") ", options: .backwards) else { return -1 }
         let fields = stat[afterName.upperBound...].split(separator: " ")  // fields from the 3rd (state) on
