@@ -228,6 +228,18 @@ import TestSupport
         #expect(proxy.waitFor("tunnel_refused")?["reason"] == "probe_timeout")
         client.close()
     }
+
+    /// The same client hanging up once reading has stopped: pinproxy cannot see it go (its EOF
+    /// waits behind the unread bytes), so the session ends when its probe does, and nothing stays.
+    @Test func aClientThatHangsUpPastTheCapIsCleanedUpWhenItsProbeEnds() throws {
+        let silent = try Upstream("leaf-ec256", name: "slow", mode: "silent")
+        let proxy = try ProxyProcess(config: policy(ports: [silent.port], rules: apiRule(pinsLine(Pins.leafEC)), proxy: "probe_timeout: 2s\nstats_interval: 200ms"))
+        let client = try OpenConnection(port: proxy.port, send: "CONNECT api.pinproxy.test:\(silent.port) HTTP/1.1\r\n\r\n" + String(repeating: "A", count: 80 * 1024))
+        #expect(proxy.waitFor("stats") { $0["tunnels"] == "1" } != nil)  // its probe is under way
+        client.close()
+        #expect(proxy.waitFor("tunnel_refused", timeout: 10)?["reason"] == "probe_timeout")
+        #expect(proxy.waitFor("stats", timeout: 10) { $0["active_sessions"] == "0" && $0["live_session_objects"] == "0" && $0["tunnels"] == "0" } != nil)
+    }
 }
 
 @Suite(.serialized) struct GarbageTests {
