@@ -147,11 +147,27 @@ public final class BackgroundRun: @unchecked Sendable {
         try process.run()
     }
 
-    /// Waits for it to end (at most `timeout` seconds, then it is killed) and returns its stdout.
+    /// What it has written to stdout so far.
+    public var outputSoFar: String {
+        lock.lock()
+        defer { lock.unlock() }
+        return String(decoding: collected, as: UTF8.self)
+    }
+
+    /// Asks it to end (SIGTERM) and returns its stdout (waiting at most `timeout` seconds, then it
+    /// is killed). A program started from the test runner inherits its blocked SIGTERM: one that
+    /// is to be stopped this way unblocks it (as flood.py does).
+    public func stop(timeout: Double = 30) -> String {
+        if process.isRunning { process.terminate() }
+        return output(timeout: timeout)
+    }
+
+    /// Waits for it to end (at most `timeout` seconds, then it is killed: SIGKILL, as SIGTERM is
+    /// blocked in what the test runner starts) and returns its stdout.
     public func output(timeout: Double) -> String {
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning && Date() < deadline { usleep(50_000) }
-        if process.isRunning { process.terminate() }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
         pipe.fileHandleForReading.readabilityHandler = nil
         let rest = pipe.fileHandleForReading.readDataToEndOfFile()
@@ -161,7 +177,7 @@ public final class BackgroundRun: @unchecked Sendable {
         return String(decoding: collected, as: UTF8.self)
     }
 
-    deinit { if process.isRunning { process.terminate() } }
+    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
 }
 
 public struct HelperError: Error, CustomStringConvertible {
@@ -371,6 +387,13 @@ public final class ProxyProcess: @unchecked Sendable {
     }
 
     public func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+
+    /// Writes `config` as the proxy's policy file and asks for a reload (SIGHUP). What the reload
+    /// did (`policy_reloaded`, `policy_reload_failed`, `restart_required`) is the caller's to wait for.
+    public func reload(_ config: String) throws {
+        try config.write(toFile: configPath, atomically: true, encoding: .utf8)
+        signal(SIGHUP)
+    }
 
     /// SIGTERM, then waits (bounded) for the exit status.
     public func stop(timeout: Double = 20) -> Int32 {

@@ -8,12 +8,19 @@
 Plain HTTP through the proxy at PORT: COUNT connections, each a `GET http://127.0.0.1:TARGET_PORT/hello`
 answered in full and then kept open and idle for SECONDS. Prints `KEPT <n>`.
 
-Opens connections to 127.0.0.1:PORT for SECONDS, RATE a second (0: as fast as it can), never reading and never sending
-a byte — or only FIRST (hex, e.g. 16 for a TLS record's first byte) — holding at most HOLD at once
-(past that the oldest is closed, so the pressure goes on). Prints `OPENED <n> FAILED <n>` at the
-end. Loopback only.
+Opens connections to 127.0.0.1:PORT for SECONDS or until SIGTERM, RATE a second (0: as fast as it
+can), never reading and never sending a byte — or only FIRST (hex, e.g. 16 for a TLS record's first
+byte) — holding at most HOLD at once (past that the oldest is closed, so the pressure goes on).
+Prints `HOLDING <HOLD>` once it first holds HOLD, and `OPENED <n> FAILED <n>` at the end (with
+` STOPPED` when SIGTERM ended it).
+Loopback only.
 """
-import collections, errno, resource, socket, sys, time
+import collections, errno, resource, signal, socket, sys, time
+
+stopped = False
+def stop(signum, frame):
+    global stopped
+    stopped = True
 
 def silent(port, seconds, hold, rate, first=b""):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -22,11 +29,17 @@ def silent(port, seconds, hold, rate, first=b""):
     opened = failed = 0
     start = time.monotonic()
     deadline = start + seconds
-    while time.monotonic() < deadline and opened < 2_000_000:
+    signal.signal(signal.SIGTERM, stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # the test runner's threads block it, and we inherit that
+    said_holding = False
+    while not stopped and time.monotonic() < deadline and opened < 2_000_000:
         if rate and opened > rate * (time.monotonic() - start):
             time.sleep(0.002)
             continue
         if len(held) >= hold:
+            if not said_holding:
+                print("HOLDING %d" % hold, flush=True)
+                said_holding = True
             held.popleft().close()
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setblocking(False)
@@ -43,7 +56,7 @@ def silent(port, seconds, hold, rate, first=b""):
             time.sleep(0.001)
     for s in held:
         s.close()
-    print("OPENED %d FAILED %d" % (opened, failed), flush=True)
+    print("OPENED %d FAILED %d%s" % (opened, failed, " STOPPED" if stopped else ""), flush=True)
 
 def keepalive(port, target, count, seconds):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
