@@ -277,8 +277,7 @@ import TestSupport
         defer { open.close() }
         #expect(open.receive(timeout: 15, until: "\r\n\r\n").hasPrefix("HTTP/1.1 200 "))
         #expect(proxy.waitFor("tunnel_unpinned") != nil, "\(proxy.log)")
-        try ct.policy(ports: [server.port]).write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
-        proxy.signal(SIGHUP)
+        try proxy.reload(ct.policy(ports: [server.port]))
         let closed = try #require(proxy.waitFor("tunnel_closed"), "\(proxy.log)")
         #expect(closed["close_reason"] == "policy_reload" && closed["reason"] == "unverified_chain", "\(closed)")
     }

@@ -282,8 +282,7 @@ import TestSupport
         #expect(try ct.get(proxy, "no-sct", port: byExtension.port).status == 200)
         #expect(proxy.events("tunnel_allowed", count: 2).allSatisfy { $0["ct"] == "exempt" }, "\(proxy.log)")
 
-        try ct.policy(ports: ports, rules: rules("require")).write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
-        proxy.signal(SIGHUP)
+        try proxy.reload(ct.policy(ports: ports, rules: rules("require")))
         #expect(proxy.waitFor("policy_reloaded") != nil, "\(proxy.log)")
         let raw = try connectResponse(proxy: proxy.port, target: "no-sct.ct.pinproxy.test:\(unlogged.port)")
         #expect(statusLine(raw) == "HTTP/1.1 502 Certificate Transparency Not Compliant", "\(raw)")

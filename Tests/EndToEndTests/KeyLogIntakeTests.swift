@@ -315,8 +315,7 @@ import TestSupport
     @Test func aReloadThatMovesTheKeyLogSaysARestartIsNeeded() throws {
         let directory = try memoryDirectory()
         let proxy = try ProxyProcess(config: Self.keylogPolicy(directory + "/keylog"))
-        try Self.keylogPolicy(directory + "/moved").write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
-        proxy.signal(SIGHUP)
+        try proxy.reload(Self.keylogPolicy(directory + "/moved"))
         let warning = try #require(proxy.waitFor("restart_required"))
         #expect(warning["setting"] == "proxy.keylog" && warning["detail"]?.contains("keeps following \(directory)/keylog") == true)
         #expect(!FileManager.default.fileExists(atPath: directory + "/moved"))

@@ -290,8 +290,7 @@ import TestSupport
         #expect(connection.receive(timeout: 5, until: "hello plain\n").hasSuffix("hello plain\n"))
         let pinned = policy(ports: [443], rules: "rules:\n  - host: plain.pinproxy.test\n\(pinsLine(Pins.leafEC))",
                             resolve: "  plain.pinproxy.test: 127.0.0.1", proxy: "allowed_plain_ports: [\(server.port)]")
-        try pinned.write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
-        proxy.signal(SIGHUP)
+        try proxy.reload(pinned)
         #expect(proxy.waitFor("policy_reloaded") != nil)
         connection.sendText("GET http://plain.pinproxy.test:\(server.port)/hello HTTP/1.1\r\nHost: x\r\n\r\n")
         #expect(statusLine(connection.receive(timeout: 5, until: "HTTPS)")) == "HTTP/1.1 403 Pinned Host Requires HTTPS")
@@ -309,8 +308,7 @@ extension PlainHTTPTests {
         #expect(connection.receive(timeout: 5, until: "hello plain\n").hasSuffix("hello plain\n"))
         let denying = Self.plainPolicy(port: server.port)
             .replacingOccurrences(of: "deny_destinations: [link-local, unspecified, multicast]", with: "deny_destinations: [loopback]")
-        try denying.write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
-        proxy.signal(SIGHUP)
+        try proxy.reload(denying)
         #expect(proxy.waitFor("policy_reloaded") != nil)
         connection.sendText(get)
         #expect(statusLine(connection.receive(timeout: 5, until: "(loopback))\n")) == "HTTP/1.1 403 Destination Forbidden")
@@ -328,8 +326,7 @@ extension PlainHTTPTests {
                                                           "--limit-rate", "2M", "-o", "/dev/null", "-w", "%{http_code} %{size_download}",
                                                           "http://plain.pinproxy.test:\(server.port)/bytes/\(size)"])
         #expect(proxy.waitFor("stats") { $0["active_sessions"] == "1" } != nil)  // the exchange is under way
-        try Self.plainPolicy(port: server.port, proxy: "stats_interval: 50ms\nheader_timeout: 20s").write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
-        proxy.signal(SIGHUP)
+        try proxy.reload(Self.plainPolicy(port: server.port, proxy: "stats_interval: 50ms\nheader_timeout: 20s"))
         #expect(proxy.waitFor("policy_reloaded") != nil)
         #expect(download.output(timeout: 60) == "200 \(size)")
         #expect(proxy.waitFor("http_forwarded")?["outcome"] == "complete")
@@ -403,8 +400,7 @@ extension PlainHTTPTests {
         let proxy = try ProxyProcess(config: Self.plainPolicy(port: server.port, proxy: "header_timeout: 30s"))
         let connection = try Self.keptConnection(proxy: proxy, server: server)
         defer { connection.close() }
-        try Self.plainPolicy(port: server.port, proxy: "header_timeout: 30s\nmax_request_bytes: 262144").write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
-        proxy.signal(SIGHUP)
+        try proxy.reload(Self.plainPolicy(port: server.port, proxy: "header_timeout: 30s\nmax_request_bytes: 262144"))
         #expect(proxy.waitFor("policy_reloaded") != nil)
         connection.sendText(Self.longHeadButItsEnd(server: server))
         let used = proxy.cpuSeconds(whileWaiting: 2)
@@ -430,8 +426,7 @@ extension PlainHTTPTests {
         // the reload, the 431 would come from that read, with or without the fix: this pause is
         // what makes the test tell them apart, not what makes it pass.
         usleep(500_000)
-        try Self.plainPolicy(port: server.port, proxy: "header_timeout: 60s").write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
-        proxy.signal(SIGHUP)
+        try proxy.reload(Self.plainPolicy(port: server.port, proxy: "header_timeout: 60s"))
         #expect(proxy.waitFor("policy_reloaded") != nil)
         let answer = connection.receive(timeout: 15, until: "\r\n\r\n")
         #expect(statusLine(answer) == "HTTP/1.1 431 Request Header Fields Too Large", "\(answer)")

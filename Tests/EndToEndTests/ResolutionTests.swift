@@ -109,8 +109,7 @@ import TestSupport
         let first = try OpenConnection(port: proxy.port, send: "CONNECT api.pinproxy.test:\(slow.port) HTTP/1.1\r\n\r\n")
         // The CONNECT has arrived (it holds a tunnel slot); its probe waits for the slow handshake.
         #expect(proxy.waitFor("stats") { $0["tunnels"] == "1" } != nil)
-        try policy(ports: [slow.port], rules: apiRule(pinsLine(Pins.backup))).write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
-        proxy.signal(SIGHUP)
+        try proxy.reload(policy(ports: [slow.port], rules: apiRule(pinsLine(Pins.backup))))
         #expect(proxy.waitFor("policy_reloaded") != nil)
         #expect(proxy.waitFor("tunnel_allowed")?["pin"] == Pins.leafEC)  // judged by the old policy
         // ... and, the reload having come while it was set up, judged again at once under the new one
@@ -119,8 +118,7 @@ import TestSupport
         #expect(statusLine(try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:\(slow.port)")) == "HTTP/1.1 502 Certificate Pin Mismatch")
         first.close()
 
-        try "version: 1\nrules: [\n".write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
-        proxy.signal(SIGHUP)
+        try proxy.reload("version: 1\nrules: [\n")
         let failed = try #require(proxy.waitFor("policy_reload_failed"))
         #expect(failed["detail"]?.contains("not valid YAML") == true)
         #expect(statusLine(try connectResponse(proxy: proxy.port, target: "api.pinproxy.test:\(slow.port)")) == "HTTP/1.1 502 Certificate Pin Mismatch")
@@ -148,21 +146,17 @@ import TestSupport
         #expect(proxy.events("tunnel_allowed", count: 20).count == 20)
 
         // (a) an unrelated rule added
-        try policy(ports: ports, rules: rules("  - host: other.pinproxy.test\n    pins: [\"\(Pins.backup)\"]\n"))
-            .write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
-        proxy.signal(SIGHUP)
+        try proxy.reload(policy(ports: ports, rules: rules("  - host: other.pinproxy.test\n    pins: [\"\(Pins.backup)\"]\n")))
         let unrelated = try #require(proxy.waitFor("policy_reloaded"))
         #expect(unrelated["tunnels_checked"] == "20" && unrelated["tunnels_closed"] == "0")
         #expect(unrelated["changes"] == "rules +1 -0 ~0 (+other.pinproxy.test); pins +1 -0; deny +0 -0")
 
         // (b) a broken file
-        try "version: 1\nrules: [\n".write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
-        proxy.signal(SIGHUP)
+        try proxy.reload("version: 1\nrules: [\n")
         #expect(proxy.waitFor("policy_reload_failed") != nil)
 
         // (c) the EC key deny-listed
-        try policy(ports: ports, rules: rules(), extra: "deny: [\"\(Pins.leafEC)\"]").write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
-        proxy.signal(SIGHUP)
+        try proxy.reload(policy(ports: ports, rules: rules(), extra: "deny: [\"\(Pins.leafEC)\"]"))
         let denied = try #require(proxy.waitFor("policy_reloaded") { $0["changes"]?.contains("deny +1") == true })
         #expect(denied["tunnels_closed"] == "5")
 
@@ -181,8 +175,7 @@ import TestSupport
     @Test func aSettingOnlyARestartAppliesIsNamed() throws {
         let proxy = try ProxyProcess(config: policy(ports: [443]))
         let directory = try memoryDirectory()
-        try policy(ports: [443], proxy: "keylog: { path: \(directory)/keylog }").write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
-        proxy.signal(SIGHUP)
+        try proxy.reload(policy(ports: [443], proxy: "keylog: { path: \(directory)/keylog }"))
         let line = try #require(proxy.waitFor("restart_required"))
         #expect(line["setting"] == "proxy.keylog" && line["level"] == "warning")
         #expect(proxy.waitFor("policy_reloaded") != nil)

@@ -80,8 +80,7 @@ import TestSupport
         #expect(allowed.filter { $0["worker"] == "0" }.count == 6 && allowed.filter { $0["worker"] == "1" }.count == 6)
         let ecOnBoth = Set(allowed.filter { $0["port"] == String(ec.port) }.compactMap { $0["worker"] })
 
-        try policy(ports: ports, rules: rules, extra: "deny: [\"\(Pins.leafEC)\"]").write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
-        proxy.signal(SIGHUP)
+        try proxy.reload(policy(ports: ports, rules: rules, extra: "deny: [\"\(Pins.leafEC)\"]"))
         let reloaded = try #require(proxy.waitFor("policy_reloaded"))
         #expect(reloaded["tunnels_checked"] == "12" && reloaded["tunnels_closed"] == "4", "\(reloaded)")
 
@@ -185,8 +184,7 @@ import TestSupport
     @Test func aChangedWorkerCountNeedsARestart() throws {
         let proxy = try ProxyProcess(config: policy(ports: [443], proxy: Self.two))
         #expect(proxy.events("started").last?["workers"] == "2")
-        try policy(ports: [443], proxy: "workers: 1").write(toFile: proxy.configPath, atomically: true, encoding: .utf8)
-        proxy.signal(SIGHUP)
+        try proxy.reload(policy(ports: [443], proxy: "workers: 1"))
         let line = try #require(proxy.waitFor("restart_required"))
         #expect(line["setting"] == "proxy.workers" && line["level"] == "warning")
         #expect(proxy.waitFor("policy_reloaded")?["tunnels_checked"] == "0")
