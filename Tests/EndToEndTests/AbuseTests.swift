@@ -20,18 +20,21 @@ import TestSupport
         let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.leafEC)), proxy: "stats_interval: 500ms"))
         try proxy.limitDescriptors(soft: 1024, hard: nil)
         let before = proxy.openFileDescriptors
-        // Each flood runs until it is stopped (120 s at most), so every attempt below meets it. Under
+        // Each flood runs until it is stopped (300 s at most), so every attempt below meets it. Under
         // ASan, half the rate: the build accepts and reads several times slower, and a connection
         // whose byte waits unread is spared (it may be a real client about to speak), so a flood
         // that outruns the worker's reads holds more than the limit until the worker catches up
         // (754 descriptors once at 1,000 a second, beside the whole suite).
         let rate = AddressSanitizer.isActive ? "500" : "1000"
         let flooders = try (0..<2).map { _ in
-            try BackgroundRun("/usr/bin/env", ["python3", "\(Paths.scripts)/flood.py", "silent", String(proxy.port), "120", "3000", rate, firstBytes])
+            try BackgroundRun("/usr/bin/env", ["python3", "\(Paths.scripts)/flood.py", "silent", String(proxy.port), "300", "3000", rate, firstBytes])
         }
+        defer { for flooder in flooders where flooder.isRunning { _ = flooder.stop(timeout: 5) } }  // a throw below
         // The flood is past the limit once each process holds its 3,000 (three seconds at its rate).
         let holding = Date().addingTimeInterval(60)
-        while !flooders.allSatisfy({ $0.outputSoFar.hasPrefix("HOLDING 3000") }) && Date() < holding { usleep(100_000) }
+        while !flooders.allSatisfy({ $0.outputSoFar.hasPrefix("HOLDING 3000") }) && flooders.allSatisfy(\.isRunning) && Date() < holding {
+            usleep(100_000)
+        }
         #expect(flooders.allSatisfy { $0.outputSoFar.hasPrefix("HOLDING 3000") }, "\(flooders.map(\.outputSoFar))")
         // A fixed number of attempts, not a time window: the whole suite runs other suites beside
         // this one on two cores, and under ASan every accept, read and answer costs several times as

@@ -129,30 +129,51 @@ public final class Helper: @unchecked Sendable {
 /// A process that runs while the test goes on (clients streaming across a reload, say).
 public final class BackgroundRun: @unchecked Sendable {
     private let process = Process()
-    private let pipe = Pipe()
-    private let lock = NSLock()
-    private var collected = Data()
+    private let stdout = Stdout()
+
+    /// Its stdout, read to the end by a thread of its own (which holds this, not the run, so the
+    /// run's `deinit` still comes when the test lets go of it).
+    private final class Stdout: @unchecked Sendable {
+        private let lock = NSLock()
+        private var data = Data()
+        private let ended = DispatchSemaphore(value: 0)
+
+        func read(_ handle: FileHandle) {
+            while case let chunk = handle.availableData, !chunk.isEmpty {
+                lock.lock()
+                data.append(chunk)
+                lock.unlock()
+            }
+            ended.signal()
+        }
+
+        var text: String {
+            lock.lock()
+            defer { lock.unlock() }
+            return String(decoding: data, as: UTF8.self)
+        }
+
+        /// Waits (at most `timeout` seconds) for the end of the output.
+        func waitForTheEnd(timeout: Double) {
+            if ended.wait(timeout: .now() + timeout) == .success { ended.signal() }  // for the next caller
+        }
+    }
 
     public init(_ executable: String, _ arguments: [String]) throws {
+        let pipe = Pipe()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         process.standardOutput = pipe
         process.standardError = FileHandle.nullDevice
-        pipe.fileHandleForReading.readabilityHandler = { [lock] handle in
-            let data = handle.availableData
-            lock.lock()
-            self.collected.append(data)
-            lock.unlock()
-        }
         try process.run()
+        let handle = pipe.fileHandleForReading
+        Thread { [stdout] in stdout.read(handle) }.start()
     }
 
+    public var isRunning: Bool { process.isRunning }
+
     /// What it has written to stdout so far.
-    public var outputSoFar: String {
-        lock.lock()
-        defer { lock.unlock() }
-        return String(decoding: collected, as: UTF8.self)
-    }
+    public var outputSoFar: String { stdout.text }
 
     /// Asks it to end (SIGTERM) and returns its stdout (waiting at most `timeout` seconds, then it
     /// is killed). A program started from the test runner inherits its blocked SIGTERM: one that
@@ -163,18 +184,15 @@ public final class BackgroundRun: @unchecked Sendable {
     }
 
     /// Waits for it to end (at most `timeout` seconds, then it is killed: SIGKILL, as SIGTERM is
-    /// blocked in what the test runner starts) and returns its stdout.
+    /// blocked in what the test runner starts) and returns its stdout, all of it (or what came
+    /// within 10 s more, should a child of its own still hold the pipe).
     public func output(timeout: Double) -> String {
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning && Date() < deadline { usleep(50_000) }
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
-        pipe.fileHandleForReading.readabilityHandler = nil
-        let rest = pipe.fileHandleForReading.readDataToEndOfFile()
-        lock.lock()
-        defer { lock.unlock() }
-        collected.append(rest)
-        return String(decoding: collected, as: UTF8.self)
+        stdout.waitForTheEnd(timeout: 10)
+        return stdout.text
     }
 
     deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
