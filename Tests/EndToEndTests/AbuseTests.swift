@@ -6,10 +6,10 @@ import TestSupport
 @Suite(.serialized) struct AbuseTests {
     /// Two processes open connections that never speak, 1,000 a second each (500 under ASan) and
     /// holding 3,000 each, far past the proxy's descriptor limit (lowered to 1,024 here), while a
-    /// real client makes eight pinned CONNECTs, a quarter second apart. (The rate stays within what a debug build
-    /// accepts on a shared 2-core machine: a flood faster than the proxy can accept fills the
-    /// kernel's backlog, which no proxy can sort; `Benchmarks/soak.sh` floods a release build as
-    /// fast as it can.) The oldest silent connections are closed first, so the real client — which
+    /// real client makes eight pinned CONNECTs, a quarter second apart. (The rate stays within what
+    /// a debug build accepts on a shared 2-core machine: a flood faster than the proxy can accept
+    /// fills the kernel's backlog, which no proxy can sort; `Benchmarks/soak.sh` floods a release
+    /// build as fast as it can.) The oldest silent connections are closed first, so the real client — which
     /// speaks within milliseconds — gets its tunnel; the reaping is said in a throttled line and in
     /// `stats`, and afterwards the descriptors return to where they were. The same holds when each
     /// flood connection sends one byte that pinproxy answers at once (0x16, a TLS record: it is
@@ -30,7 +30,7 @@ import TestSupport
             try BackgroundRun("/usr/bin/env", ["python3", "\(Paths.scripts)/flood.py", "silent", String(proxy.port), "300", "3000", rate, firstBytes])
         }
         defer { for flooder in flooders where flooder.isRunning { _ = flooder.stop(timeout: 5) } }  // a throw below
-        // The flood is past the limit once each process holds its 3,000 (three seconds at its rate).
+        // The flood is past the limit once each process holds its 3,000 (3 s at 1,000 a second).
         let holding = Date().addingTimeInterval(60)
         while !flooders.allSatisfy({ $0.outputSoFar.hasPrefix("HOLDING 3000") }) && flooders.allSatisfy(\.isRunning) && Date() < holding {
             usleep(100_000)
