@@ -211,16 +211,24 @@ import TestSupport
         #expect(proxy.waitFor("stats", timeout: 5) { $0["active_sessions"] == "0" && $0["live_session_objects"] == "0" && $0["tunnels"] == "0" } != nil)
     }
 
+    /// A CONNECT to a server that never answers the probe's hello, followed at once by 80 KiB of
+    /// early tunnel bytes, past the 64 KiB pinproxy holds; returned once its probe is under way.
+    static func earlyBytesPastTheCap(probeTimeout: String) throws -> (silent: Upstream, proxy: ProxyProcess, client: OpenConnection) {
+        let silent = try Upstream("leaf-ec256", name: "slow", mode: "silent")
+        let proxy = try ProxyProcess(config: policy(ports: [silent.port], rules: apiRule(pinsLine(Pins.leafEC)), proxy: "probe_timeout: \(probeTimeout)\nstats_interval: 200ms"))
+        let client = try OpenConnection(port: proxy.port, send: "CONNECT api.pinproxy.test:\(silent.port) HTTP/1.1\r\n\r\n" + String(repeating: "A", count: 80 * 1024))
+        #expect(proxy.waitFor("stats") { $0["tunnels"] == "1" } != nil)  // its probe is under way
+        return (silent, proxy, client)
+    }
+
     /// A client that sends more than the 64 KiB of early tunnel bytes pinproxy holds while its
     /// CONNECT waits for a probe does not make the worker spin: libevent called the session's read
     /// callback again every loop turn while the held bytes sat at the read watermark, a core at
     /// full use until the probe gave up (2 s of CPU in 2 s; any local process could do it to every
     /// worker). The wait costs next to nothing now, and the CONNECT gets its answer as before.
     @Test func earlyBytesPastTheCapDoNotSpinTheWorker() throws {
-        let silent = try Upstream("leaf-ec256", name: "slow", mode: "silent")
-        let proxy = try ProxyProcess(config: policy(ports: [silent.port], rules: apiRule(pinsLine(Pins.leafEC)), proxy: "probe_timeout: 6s\nstats_interval: 200ms"))
-        let client = try OpenConnection(port: proxy.port, send: "CONNECT api.pinproxy.test:\(silent.port) HTTP/1.1\r\n\r\n" + String(repeating: "A", count: 80 * 1024))
-        #expect(proxy.waitFor("stats") { $0["tunnels"] == "1" } != nil)  // its probe is under way
+        let (silent, proxy, client) = try Self.earlyBytesPastTheCap(probeTimeout: "6s")
+        defer { _ = silent }  // the server that never answers lives as long as the test
         let used = proxy.cpuSeconds(whileWaiting: 2)
         #expect(used < 0.5, "the proxy used \(used) s of CPU in 2 s while a CONNECT waited for its probe")
         let response = client.receive(timeout: 15, until: "\r\n\r\n")
@@ -232,10 +240,8 @@ import TestSupport
     /// The same client hanging up once reading has stopped: pinproxy cannot see it go (its EOF
     /// waits behind the unread bytes), so the session ends when its probe does, and nothing stays.
     @Test func aClientThatHangsUpPastTheCapIsCleanedUpWhenItsProbeEnds() throws {
-        let silent = try Upstream("leaf-ec256", name: "slow", mode: "silent")
-        let proxy = try ProxyProcess(config: policy(ports: [silent.port], rules: apiRule(pinsLine(Pins.leafEC)), proxy: "probe_timeout: 2s\nstats_interval: 200ms"))
-        let client = try OpenConnection(port: proxy.port, send: "CONNECT api.pinproxy.test:\(silent.port) HTTP/1.1\r\n\r\n" + String(repeating: "A", count: 80 * 1024))
-        #expect(proxy.waitFor("stats") { $0["tunnels"] == "1" } != nil)  // its probe is under way
+        let (silent, proxy, client) = try Self.earlyBytesPastTheCap(probeTimeout: "2s")
+        defer { _ = silent }  // the server that never answers lives as long as the test
         client.close()
         #expect(proxy.waitFor("tunnel_refused", timeout: 10)?["reason"] == "probe_timeout")
         #expect(proxy.waitFor("stats", timeout: 10) { $0["active_sessions"] == "0" && $0["live_session_objects"] == "0" && $0["tunnels"] == "0" } != nil)

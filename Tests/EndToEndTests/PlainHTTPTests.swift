@@ -273,9 +273,8 @@ import TestSupport
     @Test func anIdleKeptAliveConnectionClosesAtShutdown() throws {
         let server = try Self.server()
         let proxy = try ProxyProcess(config: Self.plainPolicy(port: server.port, proxy: "drain_timeout: 60s"))
-        let connection = try OpenConnection(port: proxy.port, send: "GET http://plain.pinproxy.test:\(server.port)/hello HTTP/1.1\r\nHost: x\r\n\r\n")
+        let connection = try Self.keptConnection(proxy: proxy, server: server)
         defer { connection.close() }
-        #expect(connection.receive(timeout: 5, until: "hello plain\n").hasSuffix("hello plain\n"))
         proxy.signal(SIGTERM)
         #expect(proxy.waitForExit(timeout: 20) == 0)  // well before drain_timeout
         #expect(proxy.events("http_forwarded").count == 1 && proxy.waitFor("stopped") != nil)
@@ -285,9 +284,8 @@ import TestSupport
     @Test func aReloadThatPinsAHostRefusesItsNextPlainRequest() throws {
         let server = try Self.server()
         let proxy = try ProxyProcess(config: Self.plainPolicy(port: server.port))
-        let connection = try OpenConnection(port: proxy.port, send: "GET http://plain.pinproxy.test:\(server.port)/hello HTTP/1.1\r\nHost: x\r\n\r\n")
+        let connection = try Self.keptConnection(proxy: proxy, server: server)
         defer { connection.close() }
-        #expect(connection.receive(timeout: 5, until: "hello plain\n").hasSuffix("hello plain\n"))
         let pinned = policy(ports: [443], rules: "rules:\n  - host: plain.pinproxy.test\n\(pinsLine(Pins.leafEC))",
                             resolve: "  plain.pinproxy.test: 127.0.0.1", proxy: "allowed_plain_ports: [\(server.port)]")
         try proxy.reload(pinned)
@@ -357,9 +355,8 @@ extension PlainHTTPTests {
     @Test func aKeptServerThatSpeaksOutOfTurnIsLetGoWithoutSpinning() throws {
         let server = try Self.server()
         let proxy = try ProxyProcess(config: Self.plainPolicy(port: server.port, proxy: "header_timeout: 30s"))
-        let connection = try OpenConnection(port: proxy.port, send: "GET http://plain.pinproxy.test:\(server.port)/then-spam HTTP/1.1\r\nHost: x\r\n\r\n")
+        let connection = try Self.keptConnection(proxy: proxy, server: server, path: "/then-spam")
         defer { connection.close() }
-        #expect(connection.receive(timeout: 5, until: "hello plain\n").hasSuffix("hello plain\n"))  // the exchange is over, the connection kept
         let spam = try rawExchange(port: server.port, send: Array("GET /spam HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
         #expect(spam.hasSuffix("\r\n\r\nsent\n"), "\(spam)")
         let used = proxy.cpuSeconds(whileWaiting: 2)
@@ -376,9 +373,9 @@ extension PlainHTTPTests {
 }
 
 extension PlainHTTPTests {
-    /// A client connection whose first request (GET /hello) has been answered, kept alive.
-    static func keptConnection(proxy: ProxyProcess, server: Helper) throws -> OpenConnection {
-        let connection = try OpenConnection(port: proxy.port, send: "GET http://plain.pinproxy.test:\(server.port)/hello HTTP/1.1\r\nHost: x\r\n\r\n")
+    /// A client connection kept alive after its first request, GET `path` (answered 'hello plain').
+    static func keptConnection(proxy: ProxyProcess, server: Helper, path: String = "/hello") throws -> OpenConnection {
+        let connection = try OpenConnection(port: proxy.port, send: "GET http://plain.pinproxy.test:\(server.port)\(path) HTTP/1.1\r\nHost: x\r\n\r\n")
         #expect(connection.receive(timeout: 5, until: "hello plain\n").hasSuffix("hello plain\n"))
         return connection
     }
