@@ -18,6 +18,20 @@ public enum Paths {
     }()
 
     public static func fixture(_ name: String) -> String { "\(fixtures)/\(name)" }
+
+    /// The Python of the 2026 TLS peers' venv (pyOpenSSL on cryptography's OpenSSL ≥ 3.5,
+    /// tlslite-ng, curl_cffi): `.build-peers/`, made by the README's set-up line and by .ci/run
+    /// from `Tests/TestSupport/scripts/peers.txt`.
+    public static let peersPython = repository.appendingPathComponent(".build-peers/bin/python").path
+
+    /// `peersPython`, or an error that says how to make it: a test that needs the peers fails
+    /// without them (it is never skipped).
+    public static func requirePeers() throws -> String {
+        guard FileManager.default.isExecutableFile(atPath: peersPython) else {
+            throw HelperError(message: "the TLS peers' venv is missing: run `python3 -m venv .build-peers && .build-peers/bin/pip install -r Tests/TestSupport/scripts/peers.txt` in the repository (the README's set-up line does)")
+        }
+        return peersPython
+    }
 }
 
 public struct Run: Sendable {
