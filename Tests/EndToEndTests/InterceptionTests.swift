@@ -250,12 +250,26 @@ import TestSupport
     }
 
     /// Hellos without ALPN (a client that sends none, as Go's net/http with its own TLS config):
-    /// the mirror copies the absence, and is taken with the client's connection.
-    @Test func alpnInvertedIsCaughtAtOnce() throws {
+    /// the mirror copies the absence, and is taken with the client's connection — and so is the
+    /// confirming look of the same hello. An interceptor that takes every hello of a shape answers
+    /// that hello the same way, as a server that selects its certificate by the hello does: every
+    /// such tunnel is refused (it never wins one), logged with the rogue chain, and no quarantine.
+    @Test func alpnInvertedIsRefusedEveryTime() throws {
         let scene = try Scene(.alpn, invert: true)
         defer { scene.stop() }
         let attempts = try scene.attack { try scene.curl(["--no-alpn"]) }
-        Self.expectCaughtAtOnce(scene, attempts)
+        Self.expectRefusedEveryTimeByTheMirror(scene, attempts)
+    }
+
+    /// An interceptor that takes every hello of one shape, the mirror's and the confirming look's
+    /// too: every attempt refused at the mirror with the rogue chain, no rogue body, a
+    /// `confirming_look outcome=same_chain` line showing the rogue chain, no incident.
+    static func expectRefusedEveryTimeByTheMirror(_ scene: Scene, _ attempts: [Attempt], sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(attempts.allSatisfy { $0.caughtByMirror }, "\(attempts)", sourceLocation: sourceLocation)
+        #expect(scene.proxy.events("interception_suspected").isEmpty, sourceLocation: sourceLocation)
+        let confirmed = scene.proxy.waitFor("confirming_look")
+        #expect(confirmed?["outcome"] == "same_chain" && confirmed?["chain.0.spki"] == Pins.rogueLeaf && confirmed?["stage"] == "mirror"
+                && confirmed?["reason"] == "pin_mismatch" && confirmed?["level"] == "warning", "\(String(describing: confirmed))", sourceLocation: sourceLocation)
     }
 
     /// The probe's hello comes at once after its connect; the client's only after the `200` and
@@ -429,7 +443,8 @@ import TestSupport
 
     /// Servers that accept only P-384 make curl's X25519-first hello retry; the mirror answers the
     /// HelloRetryRequest with a mirror of curl's second hello. A genuine server passes; the
-    /// interceptor that takes every curl-shaped hello is caught by the first attempt.
+    /// interceptor that takes every curl-shaped hello is refused every time (it answers that hello
+    /// the same way on every look, so it is no incident: see alpnInvertedIsRefusedEveryTime).
     @Test func aHelloRetryRequestGoesThroughTheMirror() throws {
         let good = try Upstream("leaf-ec256", name: "good", tls: "1.3", extra: ["--groups", "secp384r1"])
         defer { good.stop() }
@@ -441,7 +456,7 @@ import TestSupport
         let scene = try Scene(.fingerprint(learnedFrom: capture.logPath), upstreamExtra: ["--groups", "secp384r1"])
         defer { scene.stop() }
         let attempts = try scene.attack(4) { try scene.curl() }
-        Self.expectCaughtAtOnce(scene, attempts)
+        Self.expectRefusedEveryTimeByTheMirror(scene, attempts)
     }
 
     // MARK: 7. Resumption
@@ -491,9 +506,15 @@ import TestSupport
         let roguePort = try #require(server.helper.reported["rogue_port"].flatMap(UInt16.init))
         // Takes curl's hellos only: s_client's (another shape) reach the genuine server.
         let capture = try Self.curlShapeCapture()
-        let interceptor = try Interceptor(genuine: server.port, rogue: roguePort, strategy: .fingerprint(learnedFrom: capture.logPath))
+        // A guesser: it takes the first curl-shaped connection only, the tunnel's or its mirror's.
+        let interceptor = try Interceptor(genuine: server.port, rogue: roguePort, strategy: .fingerprint(learnedFrom: capture.logPath), limit: 1)
         defer { interceptor.stop() }
-        let proxy = try ProxyProcess(config: policy(ports: [interceptor.port], rules: Self.rules))
+        // curl writes a key log for the catch, so that whichever of its two connections was taken,
+        // the other look with the same hello shows the genuine chain: a proved disagreement.
+        // s_client writes none: its tunnels wait the 2 s, then rest on the mirror as before.
+        let keyLog = try memoryDirectory() + "/keylog"
+        defer { try? FileManager.default.removeItem(atPath: (keyLog as NSString).deletingLastPathComponent) }
+        let proxy = try ProxyProcess(config: policy(ports: [interceptor.port], rules: Self.rules, proxy: "keylog: { path: \(keyLog), wait: 2s }"))
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let session = directory + "/session.pem"
@@ -515,10 +536,10 @@ import TestSupport
         let closed = try #require(proxy.events("tunnel_closed", count: tunnels + 1).last)
         #expect(closed["verify"] == "resumption-unverified" && closed["level"] == "warning" && closed["reason"] == "resumption_unverified", "\(closed)")
 
-        let caughtOutput = try curl(proxy: proxy.port, host: Self.host, port: interceptor.port)
-        #expect(caughtOutput.body.isEmpty && caughtOutput.connectStatus == 200, "\(caughtOutput)")
+        let caughtOutput = try curl(proxy: proxy.port, host: Self.host, port: interceptor.port, environment: ["SSLKEYLOGFILE": keyLog])
+        #expect(["", "hello from genuine\n"].contains(caughtOutput.body) && caughtOutput.connectStatus == 200, "\(caughtOutput)")
         let caught = try #require(proxy.waitFor("interception_suspected"))
-        #expect(caught["stage"] == "mirror" && caught["chain.0.spki"] == Pins.rogueLeaf, "\(caught)")
+        #expect(["mirror", "stream"].contains(caught["stage"] ?? "") && caught["chain.0.spki"] == Pins.rogueLeaf, "\(caught)")
 
         let quarantined = try Self.sClient(proxy: proxy.port, port: interceptor.port, session: session, resume: true)
         #expect(!quarantined.contains("hello from"), "\(quarantined)")

@@ -57,14 +57,16 @@ public final class Interceptor: @unchecked Sendable {
     public var port: UInt16 { helper.port }
 
     /// - Parameter invert: intercept what the strategy would let through, and the reverse.
+    /// `limit`: intercept at most that many connections the strategy picks (the rest go through).
     public init(genuine: UInt16, rogue: UInt16, strategy: Strategy, invert: Bool = false, windowMilliseconds: Double = 100,
-                helloTimeout: Double = 5) throws {
+                helloTimeout: Double = 5, limit: Int? = nil) throws {
         logPath = try temporaryDirectory() + "/interceptor.jsonl"
         FileManager.default.createFile(atPath: logPath, contents: nil)
         var arguments = ["python3", "\(Paths.scripts)/interceptor.py", "--genuine", String(genuine), "--rogue", String(rogue),
                          "--log", logPath, "--window-ms", String(windowMilliseconds), "--hello-timeout", String(helloTimeout),
                          "--until-stdin-closes"] + strategy.arguments
         if invert { arguments.append("--invert") }
+        if let limit { arguments += ["--limit", String(limit)] }
         helper = try Helper("/usr/bin/env", arguments)
     }
 

@@ -67,6 +67,8 @@ final class Worker: @unchecked Sendable {
     /// Sessions freed since memory was last handed back to the system.
     private var freedSinceTrim = 0
     private var trimTimer: Timer?
+    /// Confirming looks in flight, by host:port (`confirm`).
+    private var confirmingLooks: [Authority: ConfirmingLook] = [:]
     /// Signalled as the thread's body ends (its loop is over); `join` then waits for the thread itself.
     private let exited = DispatchSemaphore(value: 0)
     /// A plain pthread rather than Foundation's `Thread`, so the supervisor can join it: the exit
@@ -281,6 +283,39 @@ final class Worker: @unchecked Sendable {
             }
         case .caught(let caught, let judged):
             suspectInterception(caught, judged: judged, record: record)
+        case .unconfirmed:
+            preconditionFailure("the session starts a confirming look itself")
+        }
+    }
+
+    /// The most confirming looks one worker has in flight: each costs a descriptor and a server
+    /// handshake, and a client that keeps being refused must not make pinproxy open connections
+    /// for it without bound.
+    static let maxConfirmingLooks = 8
+
+    /// Starts a confirming look for a refusal no other look with the same hello explained: at most
+    /// one per host:port at a time, `maxConfirmingLooks` in all; past that the refusal stands
+    /// alone (it is refused either way) and no incident is concluded from it.
+    func confirm(_ confirmation: StreamCheck.Confirmation, dialling addresses: [SocketAddress], hop: ParentHop?, connectTimeout: Double,
+                 timeout: Double, record: DecisionRecord) {
+        guard let authority = record.authority, confirmingLooks[authority] == nil, confirmingLooks.count < Self.maxConfirmingLooks else { return }
+        let failed = confirmation.failed
+        confirmingLooks[authority] = ConfirmingLook(
+            loop: loop, addresses: addresses, hop: hop, connectTimeout: connectTimeout, timeout: timeout, hello: confirmation.hello,
+            records: confirmation.records, judge: confirmation.judge
+        ) { [weak self] outcome in
+            guard let self else { return }
+            confirmingLooks[authority] = nil
+            switch outcome {
+            case .passes(let judged):
+                let detail = "\(failed.detail), while a second copy of the same ClientHello, on a fresh connection, was shown a chain that passes (leaf \(StreamCheck.leafPin(judged.der)))"
+                suspectInterception(InterceptionCatch(stage: failed.stage, reason: failed.reason, detail: detail, chain: failed.judged.der),
+                                    judged: failed.judged, record: record)
+            case .failsAgain(let judged):
+                logger.emit(SessionLog.confirmingLook(failed, shown: judged, undecided: nil, record: record))
+            case .undecided(let why):
+                logger.emit(SessionLog.confirmingLook(failed, shown: nil, undecided: why, record: record))
+            }
         }
     }
 

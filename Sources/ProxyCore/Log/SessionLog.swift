@@ -144,7 +144,27 @@ enum SessionLog {
         let probe = chainFields(s.validation)
         if let judged, caught.chain != nil { r.fields += chainFields(judged.validation) }
         if let probeChain = probe.first(where: { $0.0 == "chain" })?.1 { r["probe_chain"] = probeChain }
-        r["hint"] = .string("pinproxy's own look at this server disagreed with the policy (its pins, or Certificate Transparency) while another look passed: someone on the path may be choosing which connections to intercept. Tunnels pinproxy cannot verify by themselves to this host:port are refused while it is quarantined")
+        r["hint"] = .string("two looks at this server with the same ClientHello were shown different chains, each proved by its key, one passing the policy and one failing it: a genuine server answers the same hello the same way, so someone on the path is choosing which connections to intercept. Tunnels pinproxy cannot verify by themselves to this host:port are refused while it is quarantined")
+        return r
+    }
+
+    /// What a confirming look (`ConfirmingLook`) concluded when it found no interception: the
+    /// server proved the same failing chain again for the client's hello (`same_chain`, a
+    /// warning: the client's hello selects that certificate, or the server's key changed), or
+    /// showed no proved chain (`undecided`).
+    static func confirmingLook(_ failed: SameHelloLooks.FailedLook, shown again: StreamSummary.JudgedChain?, undecided why: String?,
+                               record s: DecisionRecord) -> LogRecord {
+        var r = LogRecord(again == nil ? .info : .warning, "confirming_look", identity(s) + ruleFields(s))
+        r.fields += [("stage", .string(failed.stage.rawValue)), ("reason", .string(failed.reason.code))]
+        if let again {
+            r["outcome"] = .string("same_chain")
+            r["detail"] = .string("\(failed.detail); a second copy of the client's ClientHello, on a fresh connection, was shown that chain again, proved by the server: the server answers this hello so")
+            r.fields += chainFields(again.validation) + expectedFields(s)
+            r["hint"] = .string("not an interception: this client's ClientHello gets another certificate than pinproxy's probe (dual ECDSA and RSA certificates and the client's signature algorithms, another virtual host's name, an ALPN such as acme-tls/1), or the server's key changed. Pin that certificate's key too if the client must reach it, or change the client's settings")
+        } else {
+            r["outcome"] = .string("undecided")
+            r["detail"] = .string("\(failed.detail); a second copy of the client's ClientHello showed no proved chain: \(why ?? "")")
+        }
         return r
     }
 
@@ -196,14 +216,15 @@ enum SessionLog {
 
     private static func streamHint(_ reason: StreamReason, _ s: DecisionRecord) -> String {
         switch reason {
-        case .policy(let policy): return hint(.policy(policy), s) + "; the probe's chain passed, the tunnel's did not: someone may be intercepting this client's connections only"
+        case .policy(let policy): return hint(.policy(policy), s) + "; the probe's chain passed, this look's did not: the server may answer this client's ClientHello with another certificate (dual certificates, another virtual host, an ALPN), or someone may be intercepting this client's connections. pinproxy looks again with the same hello and says which: confirming_look (the server's own answer) or interception_suspected"
         case .notTLS: return "a pinned tunnel carries only TLS; the client (or the server) sent something else"
         case .sniMismatch: return "the client asked the server for another name than it asked pinproxy for; tunnel to that name instead"
         case .unverifiedResumption: return "the client resumed a TLS session made without pinproxy; it will make a full handshake through pinproxy once it forgets that session"
         case .malformedTLS: return "the TLS handshake in the tunnel does not parse; a broken peer or an attack"
         case .keylogInvalid: return "the client's key-log line does not open the flight its server sent, or a second line contradicts it: another writer of the key log, or an attack; a wrong line never lets a tunnel through unverified"
         case .keylogMissing: return "the rule requires the client's key log for TLS 1.3: run the client with SSLKEYLOGFILE set to proxy.keylog's path (Node: NODE_OPTIONS=--tls-keylog=PATH), or drop require_keylog"
-        case .mirrorInvalid: return "the server's answer to pinproxy's copy of the client's ClientHello was not signed by its certificate's key: a replayed chain, an interceptor, or a broken server; see interception_suspected"
+        case .mirrorInvalid: return "the server's answer to pinproxy's copy of the client's ClientHello was not signed by its certificate's key (or did not open under the mirror's own secret): a replayed chain, an interceptor, or a broken server. Unproved, it is no incident by itself"
+        case .mirrorFailed: return "the server answered pinproxy's copy of the client's ClientHello with an alert or a flight pinproxy cannot read (see detail); the client's own hello most likely gets the same answer (a cipher suite, ALPN or extension the server refuses), so the client's handshake fails too. Not an interception: no quarantine"
         case .mirrorLost: return "the server answered the client's connection but not pinproxy's look-alike one made at the same moment: an interceptor may be choosing connections (see interception_suspected). A server that serves one connection at a time (openssl s_server, some embedded servers) cannot answer both: give its rule mirror_checks: 0"
         case .quarantined: return "a check caught an interception for this host:port (see interception_suspected); until the quarantine ends only tunnels pinproxy verifies by themselves pass: use TLS 1.2 or write a key log (SSLKEYLOGFILE), and investigate the network path"
         }

@@ -390,7 +390,13 @@ final class Session {
     /// kept in the check's closure: a held tunnel keeps one copy, the machine's).
     private func streamNoted(_ note: StreamCheck.Note) {
         guard case .relaying(let admitted, let passage, let address) = machine.state else { return }
-        worker.logStreamNote(note, record: DecisionRecord(conn: id, client: client, .opened(admitted, passage, address: address)))
+        let record = DecisionRecord(conn: id, client: client, .opened(admitted, passage, address: address))
+        guard case .unconfirmed(let confirmation) = note else { return worker.logStreamNote(note, record: record) }
+        // Where the tunnel went (the parent, behind one), through the same hop.
+        let settings = self.settings
+        let hop = settings.upstreamProxy.map { ParentHop(parent: $0, target: admitted.authority) }
+        worker.confirm(confirmation, dialling: [address], hop: hop, connectTimeout: settings.connectTimeout, timeout: settings.probeTimeout,
+                       record: record)
     }
 
     /// The `200`, straight to the socket when nothing waits before it (always, at this point): the

@@ -1,11 +1,12 @@
-/// A check on an open tunnel saw what only an interceptor shows: a chain that fails an enforced
-/// rule although the probe's passed, or a mirror flight signed by no key of its chain. Logged as
-/// `interception_suspected` and the host:port quarantined (`Quarantine`).
+/// Two looks that carried the same ClientHello were shown different chains, each proved by the
+/// server, one passing an enforced rule and one failing it (`SameHelloLooks`, `ConfirmingLook`):
+/// what only an interceptor choosing its connections shows. Logged as `interception_suspected` and
+/// the host:port quarantined (`Quarantine`).
 struct InterceptionCatch: Equatable {
-    /// Which check caught it.
+    /// Which check saw the failing chain.
     let stage: StreamStage
     let reason: StreamReason
     let detail: String
-    /// The chain it was shown (DER, leaf first), when it had one.
+    /// The failing chain (DER, leaf first).
     let chain: [[UInt8]]?
 }

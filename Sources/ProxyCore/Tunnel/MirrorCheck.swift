@@ -15,7 +15,11 @@ final class MirrorCheck {
         /// The server showed this chain and proved its key (TLS 1.3: CertificateVerify over the
         /// mirror's transcript and Finished; TLS ≤ 1.2: in clear, as the stream check reads it).
         case shown(chain: [[UInt8]], version: UInt16, delivered: DeliveredSCTs)
-        /// The mirror's flight does not verify (a signature, a Finished, bytes that do not parse).
+        /// The mirror's flight parsed but does not verify: a CertificateVerify or Finished that
+        /// fails, records that do not open under the mirror's own secret.
+        case invalid(String)
+        /// The server's answer proves no chain: an alert, bytes that do not parse, a key share or
+        /// retry pinproxy cannot follow.
         case failed(String)
         /// The server did not answer the mirror as it answered the tunnel: the connection failed,
         /// closed or stayed silent. Killing one of two look-alike connections must not buy an
@@ -168,7 +172,7 @@ final class MirrorCheck {
             if case .group = why, !retried { return decide(.unavailable(why.description)) }
             decide(.lost("the server answered the mirror with what pinproxy cannot check: \(why)"))
         case .failed(let why):
-            decide(.failed(why.description))
+            decide(why.isUnprovedFlight ? .invalid(why.description) : .failed(why.description))
         }
     }
 
@@ -265,3 +269,15 @@ struct MirrorClientRecords {
 }
 
 @available(*, unavailable) extension MirrorCheck: Sendable {}
+
+extension MirrorFailure {
+    /// The flight was read but its proof failed: the server (or whoever answered) did not sign
+    /// this handshake with the chain's key, or used another secret than the mirror's.
+    var isUnprovedFlight: Bool {
+        guard case .flight(let error) = self else { return false }
+        switch error {
+        case .certificateVerifyFailed, .finishedMismatch, .undecryptable: return true
+        case .unsupportedSuite, .malformed, .tooLarge: return false
+        }
+    }
+}

@@ -101,8 +101,7 @@ extension StreamCheck {
     /// client's hello (which the relay forwards when this inspection returns).
     func startMirrors(_ hello: ClientHello) -> [MirrorCheck] {
         guard let setup = context.takeMirrors() else { return [] }
-        let flight = Array(reading.firstFlight.prefix(reading.clientReader.bytesConsumed))
-        reading.firstFlight = []
+        let flight = reading.hello?.records ?? []
         return setup.connections.map { connection in
             let check = MirrorCheck(connection: connection, hello: hello, flight: flight, reader: reading.clientReader, order: .random(),
                                     loop: setup.loop, timeout: setup.timeout)
@@ -138,12 +137,12 @@ extension StreamCheck {
             return
         case .shown(let chain, _, let delivered):
             if let refusal = judge(chain, now, verifying: .probeAndMirror, stage: .mirror, delivered: delivered) { finding = .refused(refusal) } else { finding = .passed }
+        case .invalid(let detail):
+            // Unproved: a flight its chain's key did not sign proves no chain, so it is this
+            // tunnel's refusal and never an incident by itself.
+            finding = .refused(refuse(.mirrorInvalid, "the server's flight on the mirror check does not verify: \(detail)", now, stage: .mirror))
         case .failed(let detail):
-            let refusal = refuse(.mirrorInvalid, "the server's flight on the mirror check does not verify: \(detail)", now, stage: .mirror)
-            if case .refuse = refusal {
-                notify?(.caught(InterceptionCatch(stage: .mirror, reason: .mirrorInvalid, detail: detail, chain: nil), judged: nil))
-            }
-            finding = .refused(refusal)
+            finding = .refused(refuse(.mirrorFailed, "the server's answer on the mirror check proves no chain: \(detail)", now, stage: .mirror))
         case .lost(let detail):
             finding = .refused(refuse(.mirrorLost, detail, now, stage: .mirror))
         case .unavailable(let detail):
@@ -165,7 +164,7 @@ extension StreamCheck {
 
     /// The tunnel's answer by its mirrors, when no key-log line speaks for it.
     private func mirrorAnswer(_ hellos: Hellos, _ checks: TLS13Checks, _ now: Date) -> Inspection {
-        // A mirror's catch is this tunnel's refusal (it also starts the quarantine).
+        // A mirror's refusal is this tunnel's (an incident only beside a look that passed).
         if let refusal = mirrorCatch(checks, now) { return refusal }
         // While the host:port is quarantined no such tunnel passes, mirror or not: a mirror's pass
         // says what pinproxy's connection was shown, not what this one was.

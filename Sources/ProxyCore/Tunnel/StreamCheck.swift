@@ -19,9 +19,23 @@ final class StreamCheck {
     enum Note {
         case overlooked(StreamSummary.Overlooked)
         case negotiated(version: TLSVersion, clientOfferedTLS13: Bool)
-        /// A check saw a chain that fails an enforced rule, or a mirror flight that does not
-        /// verify: an interception attempt (logged, and the host:port quarantined).
+        /// Two looks that carried this tunnel's ClientHello were shown different proved chains,
+        /// one passing the rule and one failing it: an interception (logged, and the host:port
+        /// quarantined).
         case caught(InterceptionCatch, judged: StreamSummary.JudgedChain?)
+        /// A look with this tunnel's ClientHello was shown a proved chain that fails the rule and
+        /// no other look with it passed: the tunnel is refused, and a confirming look decides
+        /// whether that was an interception (`ConfirmingLook`).
+        case unconfirmed(Confirmation)
+    }
+
+    /// What a confirming look needs: the failing look, the hello to send again as the client sent
+    /// it, and how to judge what it is shown.
+    struct Confirmation {
+        let failed: SameHelloLooks.FailedLook
+        let hello: ClientHello
+        let records: [UInt8]
+        let judge: LookJudge
     }
 
     var context: Context
@@ -30,9 +44,15 @@ final class StreamCheck {
     var notify: ((Note) -> Void)?
     /// The check's word on a side's held bytes when it comes after they arrived (set by the relay).
     var decide: ((TunnelSide, Inspection) -> Void)?
-    var phase: Phase = .awaitingClientHello(fed: 0)
+    var phase: Phase = .awaitingClientHello(fed: 0) {
+        // Done: the hello is no longer needed for a confirming look (a late mirror's catch beside
+        // a passing look needs none), and a held tunnel does not carry it.
+        didSet { if case .done = phase { madeReading?.hello = nil } }
+    }
     /// What the check found so far.
     var summary: StreamSummary
+    /// The proved chains of the looks that carried this tunnel's ClientHello.
+    var sameHello = SameHelloLooks()
     /// What the check reads the flights with, made at the tunnel's first byte: a tunnel that has
     /// sent nothing yet does not carry its readers.
     final class Reading {
@@ -43,9 +63,12 @@ final class StreamCheck {
         /// With the key-log or mirror check, until the ServerHello: the server bytes held (not yet
         /// passed on), to find where the plaintext records end whatever the reads' splits.
         var serverHeld: [UInt8] = []
-        /// With mirror connections, until the ClientHello is complete: the client's bytes, for the
-        /// mirror to copy its record framing (bounded by the reader's limit).
+        /// In a pinned tunnel, until the ClientHello is complete: the client's bytes, for a mirror
+        /// to copy its record framing (bounded by the reader's limit).
         var firstFlight: [UInt8] = []
+        /// The client's first ClientHello and the records that carried it, until the check is
+        /// done: what a confirming look sends again.
+        var hello: (hello: ClientHello, records: [UInt8])?
         /// Server bytes held after a TLS 1.3 ServerHello with no key log, waiting for the mirrors.
         var heldForMirrors = 0
     }
@@ -93,7 +116,7 @@ final class StreamCheck {
 
     private func client(_ bytes: UnsafeRawBufferPointer, _ now: Date) -> Inspection {
         guard case .awaitingClientHello(let fedBefore) = phase else { return watchClient(bytes) }
-        if context.mirrors != nil { reading.firstFlight += bytes }
+        if context.isPinned { reading.firstFlight += bytes }
         let hello: ClientHello
         do {
             guard let complete = try reading.clientReader.feed(bytes) else {
@@ -116,6 +139,8 @@ final class StreamCheck {
             phase = .done
             return .done
         }
+        reading.hello = (hello, Array(reading.firstFlight.prefix(reading.clientReader.bytesConsumed)))
+        reading.firstFlight = []
         var keyLog: KeyLogCheck?
         let offersTLS13 = hello.offeredVersions.contains(0x0304)
         if let source = context.keyLog, offersTLS13 {
@@ -341,14 +366,37 @@ final class StreamCheck {
             let detail = failing(reason)
             var refusal = StreamRefusal(reason: .policy(reason), detail: detail, stage: stage)
             refusal.alertClient = true
-            notify?(.caught(InterceptionCatch(stage: stage, reason: .policy(reason), detail: detail, chain: ders), judged: judged))
+            act(on: sameHello.failed(SameHelloLooks.FailedLook(stage: stage, reason: .policy(reason), detail: detail, judged: judged)))
             return .refuse(refusal)
         case .bypassed(let reason, let basis):
             overlook(StreamSummary.Overlooked(reason: .policy(reason), detail: failing(reason), basis: basis, stage: stage))
         case .allowed, .unpinned:
+            act(on: sameHello.passed(ders))
             if stage == .stream { summary.verifiedBy = verification }  // a mirror's word counts once every mirror has spoken
         }
         return nil
+    }
+
+    /// What a look with this tunnel's hello adds: an incident when it disagrees with another such
+    /// look, a confirming look when it is the first to fail.
+    private func act(on finding: SameHelloLooks.Finding) {
+        switch finding {
+        case .none:
+            return
+        case .disagreement(let failed, let passed):
+            let detail = "\(failed.detail), while another look with the same ClientHello was shown a chain that passes (leaf \(Self.leafPin(passed)))"
+            notify?(.caught(InterceptionCatch(stage: failed.stage, reason: failed.reason, detail: detail, chain: failed.judged.der), judged: failed.judged))
+        case .unconfirmed(let failed):
+            guard case .pinned(let rule, _) = context.pinning, let hello = madeReading?.hello else { return }
+            let judge = LookJudge(snapshot: context.snapshot, rule: rule, target: context.authority.target, debugBypassEnabled: context.debugBypassEnabled)
+            notify?(.unconfirmed(Confirmation(failed: failed, hello: hello.hello, records: hello.records, judge: judge)))
+        }
+    }
+
+    /// The SPKI pin of a chain's leaf, for a line's detail.
+    static func leafPin(_ chain: [[UInt8]]) -> String {
+        guard let leaf = chain.first, let certificate = Certificate.chain(fromDER: [leaf])?.first else { return "unreadable" }
+        return certificate.facts.spki.description
     }
 
     /// A refusal. Only a TLS 1.3 key-log line missing or wrong (which leaves the tunnel where it
@@ -359,7 +407,7 @@ final class StreamCheck {
     /// resumption of an unknown session — is refused in every mode: letting it through would let a
     /// deny-listed key through unseen.
     func refuse(_ reason: StreamReason, _ detail: String, _ now: Date, stage: StreamStage = .stream) -> Inspection {
-        let overlookable: Set<StreamReason> = [.keylogMissing, .keylogInvalid, .mirrorInvalid, .mirrorLost, .quarantined]
+        let overlookable: Set<StreamReason> = [.keylogMissing, .keylogInvalid, .mirrorInvalid, .mirrorFailed, .mirrorLost, .quarantined]
         return refuse(reason, detail, overlookableBy: overlookable.contains(reason) ? context.bypassBasis(at: now) : nil, stage: stage)
     }
 

@@ -17,9 +17,13 @@ public enum StreamReason: Hashable, Sendable {
     case keylogInvalid
     /// TLS 1.3 under `require_keylog`: no key-log line for the handshake within `wait`.
     case keylogMissing
-    /// TLS 1.3: the server's flight on the mirror check's connection does not verify (a signature
-    /// or Finished that fails, a flight that does not parse).
+    /// TLS 1.3: the server's flight on the mirror check's connection does not verify: its
+    /// CertificateVerify or Finished fails, or it does not open under the mirror's own secret.
     case mirrorInvalid
+    /// The server answered the mirror check with what proves no chain: an alert, a flight that
+    /// does not parse, a key share or a retry pinproxy cannot follow. The client's own hello most
+    /// likely gets the same answer (a suite, ALPN or extension the server refuses): never an incident.
+    case mirrorFailed
     /// TLS 1.3: the server answered the tunnel but not the mirror check (the mirror connection
     /// closed, reset or stayed silent after its hello): an interceptor that could drop one of two
     /// look-alike connections must not win the other by it.
@@ -30,7 +34,7 @@ public enum StreamReason: Hashable, Sendable {
 
     /// Every reason, each pin-policy reason included once.
     public static let all: [StreamReason] = [.notTLS, .sniMismatch, .unverifiedResumption, .malformedTLS, .keylogInvalid, .keylogMissing,
-                                             .mirrorInvalid, .mirrorLost, .quarantined]
+                                             .mirrorInvalid, .mirrorFailed, .mirrorLost, .quarantined]
         + RefusalReason.allCases.map(StreamReason.policy)
 
     /// The log line's `reason`.
@@ -44,6 +48,7 @@ public enum StreamReason: Hashable, Sendable {
         case .keylogInvalid: return "keylog_invalid"
         case .keylogMissing: return "keylog_missing"
         case .mirrorInvalid: return "mirror_invalid"
+        case .mirrorFailed: return "mirror_failed"
         case .mirrorLost: return "mirror_lost"
         case .quarantined: return "quarantined"
         }

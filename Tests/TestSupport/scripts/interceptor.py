@@ -230,6 +230,12 @@ class Interceptor:
                 return
             entry.update(shape=hello.shape(), alpn=hello.alpn, sni=hello.sni, psk=hello.psk)
             rogue = self.decide(hello, entry["hello_delay_ms"], entry["group"], entry["position"])
+            if rogue and self.a.limit is not None:
+                # A guesser that takes only its first chosen connection: of a tunnel and its
+                # mirror, whichever comes first; every later one goes through.
+                with self.log_lock:
+                    rogue = self.a.limit > 0
+                    self.a.limit -= 1
             entry["decision"] = "rogue" if rogue else "genuine"
             try:
                 upstream = socket.create_connection(address(self.a.rogue if rogue else self.a.genuine), timeout=10)
@@ -314,6 +320,7 @@ def main():
     p.add_argument("--seed", type=int)
     p.add_argument("--shape", action="append")
     p.add_argument("--learn")
+    p.add_argument("--limit", type=int, help="intercept at most this many connections")
     p.add_argument("--hello-timeout", type=float, default=5)
     p.add_argument("--until-stdin-closes", action="store_true")
     a = p.parse_args()
