@@ -170,12 +170,17 @@ import TestSupport
         #expect(try exchange(socket, Array(("quarantine list " + String(repeating: "x", count: 4096) + "\n").utf8))
                 == "error the request line is over 512 bytes\n")
 
-        // Four silent clients fill the server; a fifth is told so at once; once they go, it serves again.
-        var silent = try (0..<4).map { _ in try connectUnix(socket) }
+        // Four silent clients fill the server; a fifth is told so at once. Each silent one is closed
+        // unanswered at its 5 s deadline (a recv sees the end within its 10 s timeout), and the
+        // server serves again.
+        let silent = try (0..<4).map { _ in try connectUnix(socket) }
+        defer { for fd in silent { close(fd) } }
         usleep(200_000)
+        let opened = Date()
         #expect(try exchange(socket, Array("quarantine list\n".utf8)) == "error busy: 4 control connections are open; retry shortly\n")
-        for fd in silent { close(fd) }
-        silent.removeAll()
+        var byte: UInt8 = 0
+        #expect(silent.map { recv($0, &byte, 1, 0) } == [0, 0, 0, 0])
+        #expect(Date().timeIntervalSince(opened) > 4 && Date().timeIntervalSince(opened) < 9.5)
         var answer = ""
         for _ in 0..<50 {
             answer = try exchange(socket, Array("quarantine list\n".utf8))
@@ -187,6 +192,21 @@ import TestSupport
         let result = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port)
         #expect(result.exitCode == 0 && result.body == "hello from good\n", "\(result)")
         #expect(proxy.events("quarantine_lifted").isEmpty)
+        #expect(proxy.stop() == 0)
+    }
+
+    /// The socket is 0600: another user than pinproxy's (and root) is refused, and told why.
+    @Test func anotherUserIsRefused() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        chmod(directory, 0o755)  // the socket's mode alone keeps the user out, not its directory's
+        let socket = directory + "/control.sock"
+        let proxy = try ProxyProcess(config: policy(ports: [443], proxy: "control_socket: \(socket)"))
+        let nobody = try run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", Paths.pinproxy,
+                                                   "quarantine", "list", "--socket", socket], timeout: 30)
+        #expect(nobody.status == 1 && nobody.stdout == "")
+        #expect(nobody.stderr == "pinproxy quarantine: cannot connect to the control socket \(socket): Permission denied; it is mode 0600, for pinproxy's user and root only: run this as root (sudo)\n",
+                "\(nobody)")
         #expect(proxy.stop() == 0)
     }
 
