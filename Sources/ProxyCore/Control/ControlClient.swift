@@ -46,18 +46,26 @@ public enum ControlClient {
             }
         }
         let line = Array((request + "\n").utf8)
+        // A stop and continue (^Z, fg) interrupts a call with a timeout (EINTR); a few are retried.
+        var interruptions = 0
         var sent = 0
-        while sent < line.count {
+        while sent < line.count && interruptions < maxInterruptions {
             let n = line[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n < 0 && errno == EINTR { continue }
+            if n < 0 && errno == EINTR {
+                interruptions += 1
+                continue
+            }
             guard n > 0 else { throw .failed(path: path, why: "send: \(errnoText(errno))") }
             sent += n
         }
         var answer: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
-        while answer.count <= maxAnswerBytes {
+        while answer.count <= maxAnswerBytes && interruptions < maxInterruptions {
             let n = recv(fd, &buffer, buffer.count, 0)
-            if n < 0 && errno == EINTR { continue }
+            if n < 0 && errno == EINTR {
+                interruptions += 1
+                continue
+            }
             if n == 0 { return String(decoding: answer, as: UTF8.self) }
             guard n > 0 else {
                 let code = errno
@@ -65,6 +73,8 @@ public enum ControlClient {
             }
             answer += buffer[..<n]
         }
-        throw .failed(path: path, why: "the answer is over \(maxAnswerBytes) bytes")
+        throw .failed(path: path, why: interruptions < maxInterruptions ? "the answer is over \(maxAnswerBytes) bytes" : "interrupted \(maxInterruptions) times")
     }
+
+    private static let maxInterruptions = 16
 }
