@@ -51,6 +51,7 @@ extension PolicyReader {
         if let n = f["plain_http"], let v = choice(n, "proxy.plain_http", PlainHTTPMode.self, options: [.forward, .refuse]) { settings.plainHTTP = v }
         if let n = f["allowed_plain_ports"], let ports = ports(n, "proxy.allowed_plain_ports") { settings.allowedPlainPorts = ports }
         settings.ct = readCT(f)
+        if let n = f["control_socket"] { settings.controlSocket = readControlSocket(n) }
         for address in settings.listen where !AddressSet.parse(["loopback"])!.contains(address.ip) && !settings.allowClientsExplicit {
             fail(f["listen"], "listening on \(address) (beyond loopback) needs an explicit proxy.allow_clients list, so that pinproxy is never an open proxy by accident")
         }
@@ -95,6 +96,35 @@ extension PolicyReader {
         }
         return address
     }
+
+    /// `proxy.control_socket: PATH`: absolute (the CLI and the service must agree on it whatever
+    /// their working directories), short enough for a Unix socket address, and not a directory.
+    /// Whether a file already there is a live socket, a stale one or something else is the start's
+    /// business: the loader only reads.
+    func readControlSocket(_ node: Node) -> String? {
+        guard let text = string(node, "proxy.control_socket") else { return nil }
+        guard text.hasPrefix("/") else {
+            fail(node, "proxy.control_socket must be an absolute path, e.g. /run/pinproxy/control.sock, not '\(text)'")
+            return nil
+        }
+        guard !text.hasSuffix("/") else {
+            fail(node, "proxy.control_socket names a directory ('\(text)'); name the socket file in it, e.g. \(text)control.sock")
+            return nil
+        }
+        guard text.utf8.count <= Self.maxSocketPathBytes else {
+            fail(node, "proxy.control_socket is \(text.utf8.count) bytes long; a Unix socket path holds at most \(Self.maxSocketPathBytes)")
+            return nil
+        }
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: text, isDirectory: &isDirectory), isDirectory.boolValue {
+            fail(node, "proxy.control_socket \(text) is a directory; name the socket file in it, e.g. \(text)/control.sock")
+            return nil
+        }
+        return text
+    }
+
+    /// `sun_path` is 108 bytes on Linux, the last one the terminating NUL.
+    static let maxSocketPathBytes = 107
 
     /// `upstream_proxy: http://IP:PORT` and the file its credentials are read from (one line
     /// `user:password`): credentials never stand in the policy file itself.

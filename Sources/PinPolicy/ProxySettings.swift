@@ -109,6 +109,9 @@ public struct ProxySettings: Hashable, Sendable {
     public var workers: Int?
     /// `ct_log_list`, `ct_log_list_key`, `ct_list_max_age`, `ct_stale_list`.
     public var ct = CTSettings()
+    /// `control_socket`: the absolute path of the Unix socket where `pinproxy quarantine` lists and
+    /// lifts quarantines; nil: no control socket.
+    public var controlSocket: String?
 
     public init() {}
 }

@@ -17,7 +17,7 @@ struct Pinproxy: ParsableCommand {
             Shell completions: pinproxy --generate-completion-script bash|zsh|fish
             """,
         version: BuildInfo.version,
-        subcommands: [RunCommand.self, CheckCommand.self, PinCommand.self, CTListCommand.self])
+        subcommands: [RunCommand.self, CheckCommand.self, PinCommand.self, CTListCommand.self, QuarantineCommand.self])
 }
 
 /// Where the policy file is unless --config says otherwise.

@@ -10,7 +10,7 @@ import Testing
     }
 
     static let running = RestartCheck(listensWherePolicySays: true, boundAddresses: [SocketAddress.parse("127.0.0.1:3128")!],
-                                      metricsAddress: nil, workerCount: 2, keyLog: nil)
+                                      metricsAddress: nil, controlSocket: nil, workerCount: 2, keyLog: nil)
 
     @Test func listenMetricsAndWorkersWaitForARestart() throws {
         let old = try Self.policy("  listen: [\"127.0.0.1:3128\"]\n  workers: 2\n")
@@ -21,11 +21,23 @@ import Testing
                                           "pinproxy keeps its 2 worker loops"])
     }
 
+    /// The socket is made at start: a reload that names another (or none) keeps the running one.
+    @Test func aControlSocketChangeWaitsForARestart() throws {
+        let old = try Self.policy("  control_socket: /run/pinproxy/control.sock\n")
+        let new = try Self.policy("  control_socket: /run/pinproxy/other.sock\n")
+        let running = RestartCheck(listensWherePolicySays: true, boundAddresses: Self.running.boundAddresses,
+                                   metricsAddress: nil, controlSocket: "/run/pinproxy/control.sock", workerCount: 2, keyLog: nil)
+        let changes = running.changes(from: old, to: new)
+        #expect(changes.map(\.setting) == ["proxy.control_socket"])
+        #expect(changes.map(\.detail) == ["pinproxy keeps its control socket /run/pinproxy/control.sock"])
+        #expect(running.changes(from: old, to: old).isEmpty)
+    }
+
     @Test func aListenChangeIsNoneOfTheFilesBusinessUnderDashDashListen() throws {
         let old = try Self.policy("  listen: [\"127.0.0.1:3128\"]\n")
         let new = try Self.policy("  listen: [\"127.0.0.1:3129\"]\n")
         let overridden = RestartCheck(listensWherePolicySays: false, boundAddresses: Self.running.boundAddresses,
-                                      metricsAddress: nil, workerCount: 2, keyLog: nil)
+                                      metricsAddress: nil, controlSocket: nil, workerCount: 2, keyLog: nil)
         #expect(overridden.changes(from: old, to: new).isEmpty)
     }
 

@@ -44,6 +44,9 @@ public final class Proxy {
     private var rotationTimer: Timer?
     /// `proxy.metrics_listen`'s server, when configured; made at start, kept across reloads.
     private var metrics: MetricsServer?
+    /// `proxy.control_socket`'s server, when configured; made at start, kept across reloads, its
+    /// socket file removed when the run ends.
+    private var control: ControlServer?
     private let startTime = Date()
 
     public init(snapshot: PolicySnapshot, logger: Logger, options: Options = Options()) throws {
@@ -82,6 +85,17 @@ public final class Proxy {
                 }
             } catch {
                 closeListeners()  // a start that fails leaves no listener behind (LeakSanitizer found this one)
+                throw error
+            }
+        }
+        // Last: nothing after it can fail, so a failed start never leaves its socket file behind.
+        if let path = snapshot.policy.proxy.controlSocket {
+            let control = QuarantineControl(quarantine: quarantine, logger: logger)
+            do {
+                self.control = try ControlServer(loop: loop, path: path) { control.answer($0, at: Date()) }
+            } catch {
+                closeListeners()
+                metrics = nil
                 throw error
             }
         }
@@ -153,6 +167,7 @@ public final class Proxy {
         keyLog?.stop()
         rotationTimer = nil
         metrics = nil
+        control = nil
         closeListeners()
         logger.emit(LogRecord(.info, "stopped", statsSample().fields + [("version", .string(BuildInfo.version))]))
         systemd.end()
@@ -297,7 +312,7 @@ public final class Proxy {
     /// One `restart_required` line per setting a reload changed but cannot apply, so it is not missed.
     private func logRestartNeeded(from old: Policy, to new: Policy) {
         let running = RestartCheck(listensWherePolicySays: options.listen == nil, boundAddresses: boundAddresses,
-                                   metricsAddress: metrics?.boundAddress, workerCount: workerCount, keyLog: keyLog?.settings)
+                                   metricsAddress: metrics?.boundAddress, controlSocket: control?.path, workerCount: workerCount, keyLog: keyLog?.settings)
         for (key, detail) in running.changes(from: old, to: new) {
             logger.emit(LogRecord(.warning, "restart_required", [("setting", .string(key)),
                                                                   ("detail", .string("\(key) changed: \(detail) until it restarts")),
@@ -319,6 +334,7 @@ public final class Proxy {
             ("max_tunnels", .int(policy.proxy.maxTunnels)), ("debug_bypass", .string(bypassState(policy))),
             ("keylog", .string(keyLog.map { $0.settings.path } ?? "off")), ("workers", .int(workerCount)),
             ("metrics_listen", .string(metrics.map { $0.boundAddress.description } ?? "off")),
+            ("control_socket", .string(control?.path ?? "off")),
         ]
         fields.append(("pid", .int(Int(getpid()))))
         fields.append(("version", .string(BuildInfo.version)))

@@ -9,6 +9,8 @@ struct RestartCheck {
     let listensWherePolicySays: Bool
     let boundAddresses: [SocketAddress]
     let metricsAddress: SocketAddress?
+    /// The control socket's path, as made at start.
+    let controlSocket: String?
     let workerCount: Int
     let keyLog: KeyLogSettings?
 
@@ -21,6 +23,9 @@ struct RestartCheck {
         if old.proxy.dns != new.proxy.dns { changed.append(("proxy.dns", "pinproxy keeps the resolver it started with")) }
         if old.proxy.metricsListen != new.proxy.metricsListen {
             changed.append(("proxy.metrics_listen", "pinproxy keeps serving metrics \(metricsAddress.map { "on \($0)" } ?? "nowhere")"))
+        }
+        if old.proxy.controlSocket != new.proxy.controlSocket {
+            changed.append(("proxy.control_socket", "pinproxy keeps its control socket \(controlSocket ?? "off")"))
         }
         if old.proxy.workers != new.proxy.workers {
             changed.append(("proxy.workers", "pinproxy keeps its \(workerCount) worker loops"))

@@ -8,7 +8,8 @@ import PinPolicy
 /// is refused (`quarantined`); TLS 1.2 and key-log tunnels are verified on their own and go on.
 ///
 /// One per process, shared by every worker behind a lock: the catch on one worker protects the
-/// tunnels of all. A reload keeps an entry only while its host's rule is unchanged.
+/// tunnels of all. A reload keeps an entry only while its host's rule is unchanged; an operator may
+/// list and lift them through the control socket (`ControlServer`).
 final class Quarantine: @unchecked Sendable {
     typealias Key = Authority
 
@@ -26,6 +27,8 @@ final class Quarantine: @unchecked Sendable {
         case expired
         /// A reload changed the rule it was caught under.
         case ruleChanged = "rule_changed"
+        /// An operator lifted it through the control socket (`pinproxy quarantine lift`).
+        case `operator`
     }
 
     /// What `enter` did.
@@ -83,6 +86,32 @@ final class Quarantine: @unchecked Sendable {
                 lifted.append((key, entry))
             }
             return lifted.sorted { $0.key.description < $1.key.description }
+        }
+    }
+
+    /// The quarantines in force at `now`, in the order of their host:ports (for `quarantine list`).
+    func entries(at now: Date) -> [(key: Key, entry: Entry)] {
+        book.withLock { book in
+            book.filter { $0.value.until > now }.map { ($0.key, $0.value) }.sorted { $0.key.description < $1.key.description }
+        }
+    }
+
+    /// Ends host:port's quarantine now and returns it; nil when none was in force at `now` (one that
+    /// ran out is left for `lift(at:)`, whose line says `expired`).
+    func lift(_ key: Key, at now: Date) -> Entry? {
+        book.withLock { book in
+            guard let entry = book[key], entry.until > now else { return nil }
+            book[key] = nil
+            return entry
+        }
+    }
+
+    /// Ends every quarantine in force at `now` and returns them, in the order of their host:ports.
+    func liftAll(at now: Date) -> [(key: Key, entry: Entry)] {
+        book.withLock { book in
+            let lifted = book.filter { $0.value.until > now }
+            for key in lifted.keys { book[key] = nil }
+            return lifted.map { ($0.key, $0.value) }.sorted { $0.key.description < $1.key.description }
         }
     }
 
