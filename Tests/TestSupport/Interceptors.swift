@@ -16,6 +16,8 @@ public final class Interceptor: @unchecked Sendable {
         case delay(milliseconds: Double)
         /// Each connection with this probability.
         case random(probability: Double, seed: Int)
+        /// Every N-th connection accepted, whatever its hello (`every:2`: the 2nd, 4th, …).
+        case every(Int)
         case all, none
 
         public enum OrderPick: Sendable { case first, last, nth(Int) }
@@ -30,6 +32,7 @@ public final class Interceptor: @unchecked Sendable {
             case .alpn: return ["--strategy", "alpn"]
             case .delay(let milliseconds): return ["--strategy", "delay:\(milliseconds)"]
             case .random(let probability, let seed): return ["--strategy", "random:\(probability)", "--seed", String(seed)]
+            case .every(let n): return ["--strategy", "every:\(n)"]
             case .all: return ["--strategy", "all"]
             case .none: return ["--strategy", "none"]
             }

@@ -20,6 +20,9 @@ Prints 'PORT <n>' once listening. Strategies (one per run):
   delay:MS            intercept when the hello arrived more than MS ms after the TCP accept (with
                       --invert: less than MS); MS may be a fraction
   random:P            intercept with probability P (--seed for a repeatable run)
+  every:N             intercept every N-th connection accepted (the N-th, 2N-th, ...), whatever
+                      its hello: with N=2 the look-alike connections of one tunnel are answered
+                      differently from each other
   all | none          controls
 
 pinproxy's probe today (ProbeTLS: OpenSSL defaults, ALPN h2,http/1.1, groups X25519:P-256:P-384,
@@ -171,7 +174,7 @@ class Interceptor:
     def __init__(self, a):
         self.a = a
         self.strategy, _, self.argument = a.strategy.partition(":")
-        if self.strategy not in ("order", "fingerprint", "alpn", "delay", "random", "all", "none"):
+        if self.strategy not in ("order", "fingerprint", "alpn", "delay", "random", "every", "all", "none"):
             raise SystemExit("unknown strategy " + a.strategy)
         self.random = random.Random(a.seed)
         self.groups = Groups(a.window_ms / 1000)
@@ -182,8 +185,9 @@ class Interceptor:
         self.index = 0
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
 
-    def decide(self, hello, delay_ms, group, position):
+    def decide(self, hello, delay_ms, group, position, index):
         s, arg = self.strategy, self.argument
+        if s == "every": return (index % int(arg) == 0) != self.a.invert
         if s == "all": return True
         if s == "none": return False
         if s == "random":
@@ -229,7 +233,7 @@ class Interceptor:
                 self.write(entry)
                 return
             entry.update(shape=hello.shape(), alpn=hello.alpn, sni=hello.sni, psk=hello.psk)
-            rogue = self.decide(hello, entry["hello_delay_ms"], entry["group"], entry["position"])
+            rogue = self.decide(hello, entry["hello_delay_ms"], entry["group"], entry["position"], entry["index"])
             if rogue and self.a.limit is not None:
                 # A guesser that takes only its first chosen connection: of a tunnel and its
                 # mirror, whichever comes first; every later one goes through.
