@@ -14,7 +14,9 @@ only; every wait is bounded.
       own chain and key, as a pool behind one address.
       Answers any HTTP request with 200 and the body 'peer-ok NAME GROUP VERSION\\n' (the backend
       and the group and version this handshake agreed on), then closes. With --log, appends one
-      line per connection: 'conn=N backend=NAME group=G result=ok' or 'result=error:TEXT'.
+      line per connection: 'conn=N backend=NAME group=G result=ok' or 'group=none
+      result=error:TEXT': the mirror check's connections, which hang up after the server's
+      flight, end in errors.
       Prints 'PORT n' once listening; serves until stdin closes.
 
   peers_tls.py client --proxy 127.0.0.1:P --host H --port N --ca CAFILE [--keylog FILE] [--count N]
@@ -29,10 +31,12 @@ only; every wait is bounded.
       share, compress_certificate and GREASE) with proxy=http://127.0.0.1:P, verify=CAFILE. Prints
       as `client` does.
 
-  peers_tls.py hello --port 0
-      Captures one ClientHello (no TLS): prints 'PORT n', accepts one connection, and prints
-      'GROUPS a,b' (supported_groups), 'SHARES a,b' (key_share groups) and 'COMPRESS a,b'
-      (compress_certificate algorithms) in hex, then exits. For checking what a client offers.
+  peers_tls.py hello [--log FILE] [--port 0]
+      Captures one ClientHello (no TLS): prints 'PORT n', accepts one connection (answering a
+      CONNECT first, so a client can name it as its proxy), and prints 'GROUPS a,b'
+      (supported_groups), 'SHARES a,b' (key_share groups), 'COMPRESS a,b' (compress_certificate
+      algorithms) in hex and 'ECH yes|no' (an encrypted_client_hello extension, GREASE or not),
+      (and writes them to FILE), then exits. What a client offers, checked.
 """
 import argparse, os, random, socket, struct, sys, threading, time
 
@@ -94,7 +98,7 @@ def server(a):
 
     def handle(raw, number):
         name, context = backends[number % len(backends)]
-        group = "none"
+        group = "none"  # known only after a handshake: SSL_get0_group_name on a failed one can crash (OpenSSL 4.0.3)
         try:
             bounded(raw, 20)
             conn = SSL.Connection(context, raw)
@@ -216,12 +220,23 @@ def client(a, once):
 # MARK: hello capture
 
 def hello(a):
+    def watch_stdin():  # the test closing stdin ends the capture, connection or not
+        sys.stdin.read(); os._exit(0)
+    threading.Thread(target=watch_stdin, daemon=True).start()
     listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listening.bind(("127.0.0.1", a.port)); listening.listen(1); listening.settimeout(30)
     print("PORT", listening.getsockname()[1], flush=True)
     conn, _ = listening.accept(); conn.settimeout(10)
     data = b""
+    # Named as the client's proxy: answer its CONNECT, then read what it sends into the "tunnel".
+    while len(data) < 8192:
+        chunk = conn.recv(1)
+        if not chunk: break
+        data += chunk
+        if len(data) == 1 and data != b"C": break  # no CONNECT: the ClientHello came straight
+        if data.endswith(b"\r\n\r\n"):
+            conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n"); data = b""; break
     while len(data) < 5 or len(data) < 5 + struct.unpack(">H", data[3:5])[0]:
         chunk = conn.recv(65536)
         if not chunk: break
@@ -241,8 +256,13 @@ def hello(a):
     while j + 4 <= len(ks):
         g, n = struct.unpack(">HH", ks[j:j + 4]); shares.append(g); j += 4 + n
     compress = u16s(found.get(27, b"\0")[1:])
-    for label, values in (("GROUPS", groups), ("SHARES", shares), ("COMPRESS", compress)):
-        print(label, ",".join("%04x" % v for v in values), flush=True)
+    report = ["%s %s" % (label, ",".join("%04x" % v for v in values))
+              for label, values in (("GROUPS", groups), ("SHARES", shares), ("COMPRESS", compress))]
+    report.append("ECH %s" % ("yes" if 0xfe0d in found else "no"))
+    print("\n".join(report), flush=True)
+    if a.log:
+        with open(a.log, "w") as f: f.write("\n".join(report) + "\n")
+    conn.close()
 
 
 p = argparse.ArgumentParser()
