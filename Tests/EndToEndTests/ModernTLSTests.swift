@@ -175,6 +175,18 @@ import TestSupport
         Self.expectAllVerified(fetched, body: kind.body, proxy: proxy, server: server)
     }
 
+    /// A server that accepts only P-256: the pyOpenSSL client, Chrome and Safari (hybrid and
+    /// X25519 shares) get a HelloRetryRequest, and the mirror answers its own one with a P-256
+    /// share; Firefox sends a P-256 share at once.
+    @Test(arguments: Client.allCases)
+    func aServerThatAsksForAnotherShareIsVerifiedToo(client: Client) throws {
+        let server = try Self.peersServer(groups: "P-256", backends: [("retry", "leaf-ec256")])
+        defer { server.stop() }
+        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: Self.rules))
+        let fetched = try Self.fetch(client, proxy: proxy.port, port: server.port)
+        Self.expectAllVerified(fetched, body: "peer-ok retry secp256r1 TLSv1.3", proxy: proxy, server: server)
+    }
+
     // MARK: A load-balanced pair
 
     /// Two backends behind one address, each with its own pinned key (leaf-ec256, leaf-rotated),
