@@ -97,7 +97,12 @@ import TestSupport
             // ADJUST at the merge: tlslite_server.py comes from the compression branch (another
             // engineer's; not on this branch, so these rows fail here before any tunnel). Written
             // for its announced interface: `--cert C --key K --compress zlib,brotli
-            // [--groups x25519mlkem768,x25519]`, printing `PORT n`, answering GET / with a body.
+            // [--groups x25519mlkem768,x25519]`, printing `PORT n`, answering GET / with a body,
+            // stopping when stdin closes. Its body is not known here: `Server.body` is nil, and the
+            // rows check one same non-empty body on every tunnel; put the exact one there. (Seen
+            // with a stand-in: tlslite-ng 0.8.2's handshakeServer needs `alpn=` — pinproxy's probe
+            // offers ALPN, and without a list tlslite raises and the probe ends tls_protocol_error —
+            // and `settings.keyShares` within `eccCurves`.)
             let path = script("tlslite_server.py")
             guard FileManager.default.fileExists(atPath: path) else {
                 throw HelperError(message: "\(path) is missing: it comes with the CompressedCertificate branch")
