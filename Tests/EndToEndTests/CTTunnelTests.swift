@@ -115,11 +115,13 @@ import TestSupport
         #expect(refused["ct_detail"] == shortfall, "\(refused)")
         #expect(refused["ct"] == "not_compliant" && refused["ct_scts"] == nil, "\(refused)")
         #expect(refused["bytes_down"] == "0", "\(refused)")
-        // The probe's chain passed and the tunnel's did not: what only an interceptor shows. The
-        // mirror looks beside the stream and sees the same chain; on a loaded machine it may be first.
-        let caught = try #require(proxy.waitFor("interception_suspected"), "\(proxy.log)")
-        #expect(caught["stage"] == "stream" || caught["stage"] == "mirror", "\(caught)")
-        try #expect(caught["chain.0.spki"] == (try ct.pin("two-operators-unlogged")) && caught["quarantined_until"] != nil, "\(caught)")
+        // The probe's chain passed and the tunnel's did not; the confirming look of the client's
+        // hello is shown the unlogged chain again: the server answers that hello so. Refused every
+        // time, no incident (a client's hello alone never makes one).
+        let confirmed = try #require(proxy.waitFor("confirming_look"), "\(proxy.log)")
+        #expect(confirmed["outcome"] == "same_chain" && confirmed["reason"] == "ct_not_compliant", "\(confirmed)")
+        try #expect(confirmed["chain.0.spki"] == (try ct.pin("two-operators-unlogged")), "\(confirmed)")
+        #expect(proxy.events("interception_suspected").isEmpty, "\(proxy.log)")
     }
 
     /// A pinned host whose pin (its CA's) matches both chains: the pins hold in the tunnel, CT does not.
@@ -191,10 +193,11 @@ import TestSupport
         #expect(refused["detail"] == "the chain the server sent \(shown) fails the rule: \(shortfall)", "\(refused)")
         #expect(refused["ct_detail"] == shortfall, "\(refused)")
         #expect(refused["ct"] == "not_compliant" && refused["ct_scts"] == nil, "\(refused)")
-        let caught = try #require(proxy.waitFor("interception_suspected"), "\(proxy.log)")
-        // With a key log the mirror runs beside the tunnel and sees the same chain: either may be first.
-        #expect(caught["stage"] == refused["stage"] || (keyLog && caught["stage"] == "mirror"), "\(caught)")
-        try #expect(caught["chain.0.spki"] == (try ct.pin("two-operators-unlogged")), "\(caught)")
-        #expect(caught["quarantined_until"] != nil, "\(caught)")
+        // Every look with the client's hello (its key log, the mirror, the confirming look) is
+        // shown the unlogged chain: the server's own answer to that hello, refused, no incident.
+        let confirmed = try #require(proxy.waitFor("confirming_look"), "\(proxy.log)")
+        #expect(confirmed["outcome"] == "same_chain" && confirmed["reason"] == "ct_not_compliant", "\(confirmed)")
+        try #expect(confirmed["chain.0.spki"] == (try ct.pin("two-operators-unlogged")), "\(confirmed)")
+        #expect(proxy.events("interception_suspected").isEmpty, "\(proxy.log)")
     }
 }

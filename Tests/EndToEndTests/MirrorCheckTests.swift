@@ -19,8 +19,12 @@ import TestSupport
     }
 
     /// The attacker lets the first connection (the probe) reach the genuine server and serves every
-    /// later one from a rogue server the client trusts: the mirror is among them, and is caught.
-    @Test func anInterceptorThatLetsTheProbeThroughIsCaught() throws {
+    /// later one from a rogue server the client trusts: the mirror is among them, and the tunnel is
+    /// refused with the rogue chain. The confirming look of the same hello meets the rogue server
+    /// too: every copy of the client's hello answered one way, as a server that changed its key
+    /// after the probe would — refused every time, `confirming_look outcome=same_chain`, and no
+    /// incident (the attacker never wins a tunnel to be quarantined against).
+    @Test func anInterceptorThatLetsTheProbeThroughIsRefusedWithTheRogueChain() throws {
         let genuine = try Upstream("leaf-ec256", name: "genuine", tls: "1.3")
         let rogue = try Upstream("rogue-leaf", name: "rogue", tls: "1.3")
         let attacker = try Replayer(genuine: genuine.port, abort: "none", then: rogue.port)
@@ -30,8 +34,9 @@ import TestSupport
         #expect(result.exitCode != 0 && !result.body.contains("rogue"), "\(result)")
         let line = try #require(proxy.waitFor("tunnel_refused"))
         #expect(line["stage"] == "mirror" && line["reason"] == "pin_mismatch" && line["tls"] == "TLSv1.3", "\(line)")
-        let caught = try #require(proxy.waitFor("interception_suspected"))
-        #expect(caught["stage"] == "mirror" && caught["chain.0.spki"] == Pins.rogueLeaf && caught["quarantined_until"] != nil, "\(caught)")
+        let confirmed = try #require(proxy.waitFor("confirming_look"))
+        #expect(confirmed["outcome"] == "same_chain" && confirmed["stage"] == "mirror" && confirmed["chain.0.spki"] == Pins.rogueLeaf, "\(confirmed)")
+        #expect(proxy.events("interception_suspected").isEmpty)
     }
 
     /// The reverse of a cached refusal: a server fixed after a refusal is allowed on the next
