@@ -16,6 +16,9 @@ let package = Package(
         // System libraries: one libevent module, explicit links, no duplicate libevent.so.
         .systemLibrary(name: "CLibevent", pkgConfig: "libevent_core", providers: [.apt(["libevent-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        // RFC 8879 certificate decompression (zlib, brotli, zstd decoders), for TLSInspection alone.
+        .systemLibrary(
+            name: "CCompression", path: "Sources/CCompression", providers: [.apt(["zlib1g-dev", "libbrotli-dev", "libzstd-dev"])]),
         // Only macros and variadics that Swift cannot import; no logic.
         .target(name: "CShims", dependencies: ["COpenSSL", "CLibevent"]),
 
@@ -24,7 +27,7 @@ let package = Package(
         .systemLibrary(name: "CStatfs", path: "Sources/CStatfs"),
         .target(name: "PinPolicy", dependencies: ["CStatfs", .product(name: "Yams", package: "Yams")]),
         // Certificate facts and chain validation through OpenSSL; fills PinPolicy's value types.
-        .target(name: "TLSInspection", dependencies: ["COpenSSL", "CShims", "PinPolicy"]),
+        .target(name: "TLSInspection", dependencies: ["COpenSSL", "CCompression", "CShims", "PinPolicy"]),
         // The libevent proxy.
         .target(
             name: "ProxyCore",
