@@ -51,8 +51,10 @@ let package = Package(
         // glibc's <malloc.h> for tests that measure the heap (mallinfo2); Swift's Glibc module lacks it.
         .systemLibrary(name: "CMalloc", path: "Tests/CMalloc"),
         .testTarget(name: "PinPolicyTests", dependencies: ["PinPolicy", "CMalloc"]),
+        // zlib, brotli and zstd encoders for tests that build CompressedCertificate messages.
+        .systemLibrary(name: "CCompressionEncoders", path: "Tests/CCompressionEncoders"),
         .testTarget(
-            name: "TLSInspectionTests", dependencies: ["TLSInspection", "PinPolicy", "TestSupport"],
+            name: "TLSInspectionTests", dependencies: ["TLSInspection", "PinPolicy", "TestSupport", "CCompressionEncoders"],
             exclude: ["Fixtures"]),
         // Process, fixture and upstream helpers for the tests that run pinproxy as a process.
         .target(name: "TestSupport", dependencies: ["PinPolicy", "ProxyCore"], path: "Tests/TestSupport", exclude: ["scripts"]),
