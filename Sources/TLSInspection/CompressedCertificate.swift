@@ -12,8 +12,6 @@ enum CertificateCompressionAlgorithm: UInt16, CaseIterable, Sendable {
     case zlib = 1
     case brotli = 2
     case zstd = 3
-
-    var name: String { "\(self)" }
 }
 
 /// A CompressedCertificate message, read but not yet decompressed. RFC 8879 §4:

@@ -103,6 +103,22 @@ struct CompressedFlightCase: CustomTestStringConvertible, Sendable {
                 == .failed(.certificateVerifyFailed("the signature does not verify with the leaf's key")))
     }
 
+    @Test func afterAHelloRetryRequestTheSecondClientHellosOfferCounts() {
+        // RFC 8446 §4.1.3's HelloRetryRequest random, TLS 1.3, key_share naming x25519 only.
+        let retryRandom = hexBytes("cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c")
+        let extensions: [UInt8] = [0, 43, 0, 2, 3, 4, 0, 51, 0, 2, 0, 0x1D]
+        let retry = handshake(2, u16(0x0303) + retryRandom + [0] + u16(0x1301) + [0] + u16(extensions.count) + extensions)
+        let silent = clientHelloMessage([(43, [2, 3, 4])])
+        let offering = Self.transcript[0]
+        let flight = CompressedCertificateVectors.all[0].flight
+        // Offered only in the first hello: not offered.
+        #expect(open(flight, transcript: [offering, retry, silent, Self.transcript[1]])
+                == .failed(.malformed("CompressedCertificate algorithm 1 was not offered in the ClientHello")))
+        // Offered in the second: read (the signature, made over another transcript, is what fails).
+        #expect(open(flight, transcript: [silent, retry, offering, Self.transcript[1]])
+                == .failed(.certificateVerifyFailed("the signature does not verify with the leaf's key")))
+    }
+
     @Test func aMalformedOfferIsRefused() throws {
         // compress_certificate algorithms<2..2^8-2>: odd, empty, and longer than its extension.
         for (data, reason) in [([3, 0, 1, 0] as [UInt8], "compress_certificate algorithms of 3 bytes"),
