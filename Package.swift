@@ -16,6 +16,9 @@ let package = Package(
         // System libraries: one libevent module, explicit links, no duplicate libevent.so.
         .systemLibrary(name: "CLibevent", pkgConfig: "libevent_core", providers: [.apt(["libevent-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        // RFC 8879 certificate decompression (zlib, brotli, zstd decoders), for TLSInspection alone.
+        .systemLibrary(
+            name: "CCompression", path: "Sources/CCompression", providers: [.apt(["zlib1g-dev", "libbrotli-dev", "libzstd-dev"])]),
         // Only macros and variadics that Swift cannot import; no logic.
         .target(name: "CShims", dependencies: ["COpenSSL", "CLibevent"]),
 
@@ -24,7 +27,7 @@ let package = Package(
         .systemLibrary(name: "CStatfs", path: "Sources/CStatfs"),
         .target(name: "PinPolicy", dependencies: ["CStatfs", .product(name: "Yams", package: "Yams")]),
         // Certificate facts and chain validation through OpenSSL; fills PinPolicy's value types.
-        .target(name: "TLSInspection", dependencies: ["COpenSSL", "CShims", "PinPolicy"]),
+        .target(name: "TLSInspection", dependencies: ["COpenSSL", "CCompression", "CShims", "PinPolicy"]),
         // The libevent proxy.
         .target(
             name: "ProxyCore",
@@ -48,8 +51,10 @@ let package = Package(
         // glibc's <malloc.h> for tests that measure the heap (mallinfo2); Swift's Glibc module lacks it.
         .systemLibrary(name: "CMalloc", path: "Tests/CMalloc"),
         .testTarget(name: "PinPolicyTests", dependencies: ["PinPolicy", "CMalloc"]),
+        // zlib, brotli and zstd encoders for tests that build CompressedCertificate messages.
+        .systemLibrary(name: "CCompressionEncoders", path: "Tests/CCompressionEncoders"),
         .testTarget(
-            name: "TLSInspectionTests", dependencies: ["TLSInspection", "PinPolicy", "TestSupport"],
+            name: "TLSInspectionTests", dependencies: ["TLSInspection", "PinPolicy", "TestSupport", "CCompressionEncoders"],
             exclude: ["Fixtures"]),
         // Process, fixture and upstream helpers for the tests that run pinproxy as a process.
         .target(name: "TestSupport", dependencies: ["PinPolicy", "ProxyCore"], path: "Tests/TestSupport", exclude: ["scripts"]),

@@ -5,7 +5,8 @@
 #   Fuzz/run.sh -b [TARGET...]                                   (build only)
 #
 # Each target is one line of TARGETS below: its name, its harness, the sources compiled into the
-# same module, and what it links: Yams, or OpenSSL with CShims (the TLS 1.3 flight opener). Seeds come from seed_<name> (a function below) or from
+# same module, and what it links: Yams, or OpenSSL with CShims and the zlib, brotli and zstd
+# decoders (the TLS 1.3 flight opener). Seeds come from seed_<name> (a function below) or from
 # Fuzz/seeds/<name>/; a dictionary from Fuzz/<name>.dict if there is one. To add a target, add a
 # line (and a seed function or folder). SwiftPM cannot link a fuzzer executable, so each
 # target is compiled with swiftc directly.
@@ -84,7 +85,7 @@ build() {   # build NAME HARNESS MODULE LINKS SOURCES...
       extra=(-Xcc -DYAML_DECLARE_STATIC -I Fuzz/out/yams -I .build/checkouts/Yams/Sources/CYaml/include -L Fuzz/out/yams -lYams) ;;
     openssl)
       build_cshims
-      extra=(-I Sources/COpenSSL -I Fuzz/out/cshims Fuzz/out/cshims.o -lssl -lcrypto) ;;
+      extra=(-I Sources/COpenSSL -I Sources/CCompression -I Fuzz/out/cshims Fuzz/out/cshims.o -lssl -lcrypto -lz -lbrotlidec -lzstd) ;;
   esac
   rm -f "Fuzz/out/$name-fuzz"
   swiftc -sanitize=fuzzer,address -parse-as-library -O -module-name "$module" -I Sources/CStatfs ${extra[@]+"${extra[@]}"} \
@@ -129,8 +130,14 @@ for name, body in re.findall(r'static let (\w+) = """\n(.*?)"""', source, re.S):
 EOF
 }
 
-# Seeds: RFC 8448 §3's encrypted flight (raw mode) and its plaintext messages (sealed mode).
-seed_tls13() { python3 Fuzz/tls13-seeds.py Tests/TestSupport/RFC8448Vectors.swift "$1"; }
+# Seeds: RFC 8448 §3's encrypted flight (raw mode) and its plaintext messages (sealed mode), and
+# those messages with the Certificate compressed by each RFC 8879 algorithm (python3's zlib; brotli
+# and zstd from the peers venv when it is there).
+seed_tls13() {
+  local python=python3
+  [ -x .build-peers/bin/python ] && python=.build-peers/bin/python
+  "$python" Fuzz/tls13-seeds.py Tests/TestSupport/RFC8448Vectors.swift "$1"
+}
 
 status=0
 for row in "${TARGETS[@]}"; do

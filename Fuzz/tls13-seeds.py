@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Seeds for Fuzz/TLS13FlightFuzz.swift from RFC 8448 §3:  tls13-seeds.py RFC8448Vectors.swift DIR
-raw: mode byte 0, then the encrypted flight record. sealed: mode byte 3 (sealed, 129-byte records),
-then the plaintext EncryptedExtensions, Certificate, CertificateVerify, Finished."""
-import re, sys
+raw: mode byte 0, then the encrypted flight record. sealed: mode byte 5 (sealed, 257-byte records),
+then the plaintext EncryptedExtensions, Certificate, CertificateVerify, Finished. compressed-NAME:
+mode byte 7 (sealed, the ClientHello offering compress_certificate, 257-byte records), then the same
+messages with a CompressedCertificate (RFC 8879) in place of the Certificate; brotli and zstd only
+when their Python modules are there."""
+import re, sys, zlib
 
 text = open(sys.argv[1]).read()
 
@@ -28,4 +31,22 @@ finished = bytes.fromhex("140000209b9b141d906337fbd2cbdce71df4deda4ab42c309572cb
 with open(sys.argv[2] + "/raw", "wb") as f:
     f.write(b"\x00" + vector("serverFlightRecord"))
 with open(sys.argv[2] + "/sealed", "wb") as f:
-    f.write(b"\x03" + encrypted_extensions + certificate + certificate_verify + finished)
+    f.write(b"\x05" + encrypted_extensions + certificate + certificate_verify + finished)
+
+compressors = {"zlib": (1, zlib.compress)}
+try:
+    import brotli
+    compressors["brotli"] = (2, brotli.compress)
+except ImportError:
+    pass
+try:
+    import zstandard
+    compressors["zstd"] = (3, lambda data: zstandard.ZstdCompressor().compress(data))
+except ImportError:
+    pass
+body = certificate[4:]
+for name, (algorithm, compress) in compressors.items():
+    data = compress(body)
+    compressed = message(25, algorithm.to_bytes(2, "big") + len(body).to_bytes(3, "big") + len(data).to_bytes(3, "big") + data)
+    with open(f"{sys.argv[2]}/compressed-{name}", "wb") as f:
+        f.write(b"\x07" + encrypted_extensions + compressed + certificate_verify + finished)

@@ -72,6 +72,11 @@ public struct TLS13ServerFlight: Sendable {
     private var certificateRequested = false
     private var leafSCTList: [UInt8]?
     private var leafOCSPStatus: [UInt8]?
+    /// The type of the flight's Certificate or CompressedCertificate, once read: one per flight.
+    private var certificateMessageType: UInt8?
+    /// The ClientHello the server answered (the second after a HelloRetryRequest): its
+    /// compress_certificate offer is read only if a CompressedCertificate comes.
+    private let answeredClientHello: [UInt8]
     private let resumed: Bool
     /// The secret the records were opened with, and the opener it gave.
     private var secret: SecretBytes?
@@ -88,6 +93,7 @@ public struct TLS13ServerFlight: Sendable {
         self.limit = max(0, limit)
         records = TLS13RecordSplitter(limit: limit, allowsChangeCipherSpec: true)
         self.transcript = try Self.signedTranscript(transcript, suite: self.suite)
+        answeredClientHello = transcript[transcript.count - 2]
     }
 
     /// Checks the message types and the selected suite, and applies RFC 8446 §4.4.1: after a
@@ -147,7 +153,8 @@ public struct TLS13ServerFlight: Sendable {
 
     /// Derive key and IV from the client's SERVER_HANDSHAKE_TRAFFIC_SECRET (RFC 8446 §7.1, §7.3),
     /// decrypt the records fed so far, reassemble EncryptedExtensions, [CertificateRequest],
-    /// Certificate, CertificateVerify, Finished; verify CertificateVerify with the leaf's public key
+    /// Certificate (or a CompressedCertificate of an algorithm the ClientHello offered, RFC 8879),
+    /// CertificateVerify, Finished; verify CertificateVerify with the leaf's public key
     /// over the transcript and Finished (§4.4.4). May be called again after more feed(); a
     /// different secret on a later call is `.undecryptable` (the earlier records opened under the
     /// first). After an error, every call throws it again; after `.verified`, returns it again.
@@ -235,7 +242,21 @@ public struct TLS13ServerFlight: Sendable {
         case (.certificateRequestOrCertificate, tlsHandshakeCertificate), (.certificate, tlsHandshakeCertificate):
             let (chain, leafSCTList, leafOCSPStatus) = try parse { () throws(TLSReadError) in try readTLS13Certificate(message) }
             (self.leafSCTList, self.leafOCSPStatus) = (leafSCTList, leafOCSPStatus)
+            certificateMessageType = message.type
             state = .reading(.certificateVerify(chain: chain))
+        case (.certificateRequestOrCertificate, tlsHandshakeCompressedCertificate), (.certificate, tlsHandshakeCompressedCertificate):
+            // RFC 8879 §4: read as the Certificate it decompresses to; the transcript keeps the
+            // CompressedCertificate as sent (appended below).
+            let (chain, leafSCTList, leafOCSPStatus) = try parse { () throws(TLSReadError) in
+                let offered = try offeredCertificateCompression(clientHello: answeredClientHello)
+                let certificate = try CompressedCertificate(message).certificateMessage(offered: offered, bound: limit)
+                return try readTLS13Certificate(certificate)
+            }
+            (self.leafSCTList, self.leafOCSPStatus) = (leafSCTList, leafOCSPStatus)
+            certificateMessageType = message.type
+            state = .reading(.certificateVerify(chain: chain))
+        case (.certificateVerify, tlsHandshakeCertificate), (.certificateVerify, tlsHandshakeCompressedCertificate):
+            throw .malformed("\(certificateMessageName(message.type)) after a \(certificateMessageName(certificateMessageType)) in one flight")
         case (.certificateVerify(let chain), tlsHandshakeCertificateVerify):
             let (scheme, signature) = try parse { () throws(TLSReadError) in try readCertificateVerify(message) }
             // The signature covers ClientHello … Certificate (RFC 8446 §4.4.3).
@@ -250,8 +271,6 @@ public struct TLS13ServerFlight: Sendable {
                 chain: chain, certificateRequested: certificateRequested, signatureScheme: scheme, flightEnd: recordEnd,
                 leafSCTList: leafSCTList, leafOCSPStatus: leafOCSPStatus))
             return
-        case (_, tlsHandshakeCompressedCertificate):
-            throw .malformed("compressed_certificate (RFC 8879) is not read")
         case (.certificateRequestOrCertificate, tlsHandshakeFinished) where resumed:
             // A resumption: EncryptedExtensions, then Finished, keyed by the resumed secret.
             try verifyFinished(message, secret: secret)
@@ -278,6 +297,10 @@ public struct TLS13ServerFlight: Sendable {
         hmac(key: finishedKey, data: transcriptHash, suite: suite, into: &expected)
         let matches = received.withUnsafeBytes { CRYPTO_memcmp($0.baseAddress, expected, suite.hashLength) } == 0
         guard matches else { throw .finishedMismatch }
+    }
+
+    private func certificateMessageName(_ type: UInt8?) -> String {
+        type == tlsHandshakeCompressedCertificate ? "CompressedCertificate" : "Certificate"
     }
 
     private func parse<T>(_ body: () throws(TLSReadError) -> T) throws(TLS13FlightError) -> T {
