@@ -68,10 +68,15 @@ import TestSupport
         let genuine = try Upstream("leaf-ec256", name: "genuine", tls: "1.3")
         let rogue = try Upstream("rogue-leaf", name: "rogue", tls: "1.3")
         defer { genuine.stop(); rogue.stop() }
-        // The probe reaches the genuine server, the tunnel and its mirror the rogue one.
-        var attacker: Replayer? = try Replayer(genuine: genuine.port, abort: "none", then: rogue.port)
+        // A guesser: of the connections that come together (the probe, the tunnel's, the mirror's) it
+        // takes the second, once; curl's key log opens the tunnel's, so the two looks with the
+        // client's hello disagree whichever was taken: a caught interception.
+        var attacker: Interceptor? = try Interceptor(genuine: genuine.port, rogue: rogue.port, strategy: .order(.nth(2)), limit: 1)
         let port = attacker!.port
-        let proxy = try ProxyProcess(config: policy(ports: [port], rules: Self.rules, proxy: "control_socket: \(socket)"))
+        let keyLog = try memoryDirectory() + "/keylog"
+        defer { try? FileManager.default.removeItem(atPath: (keyLog as NSString).deletingLastPathComponent) }
+        let proxy = try ProxyProcess(config: policy(ports: [port], rules: Self.rules,
+                                                    proxy: "control_socket: \(socket)\nkeylog: { path: \(keyLog), wait: 2s }"))
         #expect(proxy.events("started").first?["control_socket"] == socket)
         #expect(fileType(socket) == .typeSocket)
         #expect((try FileManager.default.attributesOfItem(atPath: socket)[.posixPermissions] as? Int) == 0o600)
@@ -79,10 +84,10 @@ import TestSupport
         let before = try pinproxy("quarantine", "list", "--socket", socket)
         #expect(before.status == 0 && before.stdout == "" && before.stderr == "", "\(before)")
 
-        _ = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: port)
+        _ = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: port, environment: ["SSLKEYLOGFILE": keyLog])
         let caught = try #require(proxy.waitFor("interception_suspected"))
         let until = try #require(caught["quarantined_until"])
-        attacker?.helper.stop()
+        attacker?.stop()
         attacker = nil
         // The same port now reaches the genuine server only: still quarantined, so refused.
         let back = try Upstream("leaf-ec256", name: "back", tls: "1.3", port: port)

@@ -51,6 +51,7 @@ extension StreamCheck {
 
     /// A key-log line (or its wait) decided after the bytes arrived.
     func later(_ progress: KeyLogCheck.Progress) {
+        defer { confirmWhenSettled() }
         guard case .tls13Held(let hellos, let checks) = phase else { return }
         let answer = tls13Answer(progress, hellos, checks, .now)
         if answer != .hold { decide?(.upstream, answer) }
@@ -115,6 +116,7 @@ extension StreamCheck {
     /// tunnel's flight is held, the held bytes get their answer.
     private func mirrorDecided(_ mirror: MirrorCheck, _ progress: MirrorCheck.Progress) {
         note(mirror, progress, .now)
+        confirmWhenSettled()
         guard case .tls13Held(let hellos, let checks) = phase else { return }
         let answer = tls13Answer(checks.keyLog?.declaredMissing == true ? .missing : .pending, hellos, checks, .now)
         if answer != .hold { decide?(.upstream, answer) }
@@ -164,6 +166,10 @@ extension StreamCheck {
 
     /// The tunnel's answer by its mirrors, when no key-log line speaks for it.
     private func mirrorAnswer(_ hellos: Hellos, _ checks: TLS13Checks, _ now: Date) -> Inspection {
+        // Every mirror speaks first: one that passes beside one that fails is an incident, and
+        // the refusal's confirming look is needed only when none passed.
+        let findings = checks.mirrors.map(\.finding)
+        if findings.contains(where: { $0 == nil }) { return .hold }
         // A mirror's refusal is this tunnel's (an incident only beside a look that passed).
         if let refusal = mirrorCatch(checks, now) { return refusal }
         // While the host:port is quarantined no such tunnel passes, mirror or not: a mirror's pass
@@ -176,8 +182,6 @@ extension StreamCheck {
         guard !checks.mirrors.isEmpty else {
             return unverifiable(hellos, now, because: context.mirrorsOff ? nil : "no mirror connection")
         }
-        let findings = checks.mirrors.map(\.finding)
-        if findings.contains(where: { $0 == nil }) { return .hold }
         // The tunnel resumed a session: the mirrors made full handshakes, which say nothing of it.
         if hellos.server.selectedIdentity != nil { return unverifiable(hellos, now, because: nil) }
         for finding in findings {

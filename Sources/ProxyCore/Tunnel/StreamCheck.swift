@@ -53,6 +53,9 @@ final class StreamCheck {
     var summary: StreamSummary
     /// The proved chains of the looks that carried this tunnel's ClientHello.
     var sameHello = SameHelloLooks()
+    /// A failing look's confirmation, waiting for the other looks with the same hello still under
+    /// way (a mirror, the key log): one of them passing is the incident without a confirming look.
+    var awaitingConfirmation: Confirmation?
     /// What the check reads the flights with, made at the tunnel's first byte: a tunnel that has
     /// sent nothing yet does not carry its readers.
     final class Reading {
@@ -384,13 +387,25 @@ final class StreamCheck {
         case .none:
             return
         case .disagreement(let failed, let passed):
+            awaitingConfirmation = nil
             let detail = "\(failed.detail), while another look with the same ClientHello was shown a chain that passes (leaf \(Self.leafPin(passed)))"
             notify?(.caught(InterceptionCatch(stage: failed.stage, reason: failed.reason, detail: detail, chain: failed.judged.der), judged: failed.judged))
         case .unconfirmed(let failed):
             guard case .pinned(let rule, _) = context.pinning, let hello = madeReading?.hello else { return }
             let judge = LookJudge(snapshot: context.snapshot, rule: rule, target: context.authority.target, debugBypassEnabled: context.debugBypassEnabled)
-            notify?(.unconfirmed(Confirmation(failed: failed, hello: hello.hello, records: hello.records, judge: judge)))
+            awaitingConfirmation = Confirmation(failed: failed, hello: hello.hello, records: hello.records, judge: judge)
+            confirmWhenSettled()
         }
+    }
+
+    /// Sends the awaiting confirmation once no other look with the same hello is under way.
+    func confirmWhenSettled() {
+        guard let confirmation = awaitingConfirmation else { return }
+        if let checks = phase.tls13Checks, checks.mirrors.contains(where: { $0.progress == .pending }) || checks.keyLog?.holding == true {
+            return
+        }
+        awaitingConfirmation = nil
+        notify?(.unconfirmed(confirmation))
     }
 
     /// The SPKI pin of a chain's leaf, for a line's detail.
