@@ -11,6 +11,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
         .package(url: "https://github.com/jpsim/Yams", exact: "6.2.2"),
+        // ML-KEM for the mirror check's post-quantum key shares (OpenSSL 3.0 has none).
+        .package(url: "https://github.com/apple/swift-crypto", exact: "4.5.2"),
     ],
     targets: [
         // System libraries: one libevent module, explicit links, no duplicate libevent.so.
@@ -24,7 +26,10 @@ let package = Package(
         .systemLibrary(name: "CStatfs", path: "Sources/CStatfs"),
         .target(name: "PinPolicy", dependencies: ["CStatfs", .product(name: "Yams", package: "Yams")]),
         // Certificate facts and chain validation through OpenSSL; fills PinPolicy's value types.
-        .target(name: "TLSInspection", dependencies: ["COpenSSL", "CShims", "PinPolicy"]),
+        // swift-crypto only for ML-KEM (the mirror's X25519MLKEM768 and kin); classical keys stay on OpenSSL.
+        .target(
+            name: "TLSInspection",
+            dependencies: ["COpenSSL", "CShims", "PinPolicy", .product(name: "Crypto", package: "swift-crypto")]),
         // The libevent proxy.
         .target(
             name: "ProxyCore",
