@@ -54,7 +54,9 @@ let package = Package(
         .systemLibrary(name: "CMalloc", path: "Tests/CMalloc"),
         .testTarget(name: "PinPolicyTests", dependencies: ["PinPolicy", "CMalloc"]),
         .testTarget(
-            name: "TLSInspectionTests", dependencies: ["TLSInspection", "PinPolicy", "TestSupport"],
+            name: "TLSInspectionTests",
+            // Crypto: the ML-KEM tests play the server's side (encapsulation, their own curve keys).
+            dependencies: ["TLSInspection", "PinPolicy", "TestSupport", .product(name: "Crypto", package: "swift-crypto")],
             exclude: ["Fixtures"]),
         // Process, fixture and upstream helpers for the tests that run pinproxy as a process.
         .target(name: "TestSupport", dependencies: ["PinPolicy", "ProxyCore"], path: "Tests/TestSupport", exclude: ["scripts"]),
