@@ -50,6 +50,11 @@ let package = Package(
             name: "pinproxy-logcost", dependencies: ["ProxyCore", "PinPolicy", .product(name: "Logging", package: "swift-log")],
             path: "Benchmarks/LogCost"),
 
+        // The mirror's ML-KEM shares' cost in a release build (Benchmarks/mlkemcost.sh); reaches TLSInspection's keys through @_spi(Benchmarks).
+        .executableTarget(
+            name: "pinproxy-mlkemcost", dependencies: ["TLSInspection", .product(name: "Crypto", package: "swift-crypto")],
+            path: "Benchmarks/MLKEMCost"),
+
         // glibc's <malloc.h> for tests that measure the heap (mallinfo2); Swift's Glibc module lacks it.
         .systemLibrary(name: "CMalloc", path: "Tests/CMalloc"),
         .testTarget(name: "PinPolicyTests", dependencies: ["PinPolicy", "CMalloc"]),
