@@ -5,7 +5,8 @@ mirror check's post-quantum tests. Run with the peers' venv (.build-peers/bin/py
   pq_peer.py server --cert LEAF.pem --key LEAF.key.pem [--chain INTERMEDIATE.pem] --groups G[:G...]
       Serves TLS 1.3 on 127.0.0.1 (an ephemeral port), choosing among the groups G only; prints
       'PORT <n>' once listening and serves until stdin closes. Each connection gets one handshake
-      attempt (at most 10 s) and is closed: the mirror never sends its Finished.
+      attempt (at most 10 s), then one HTTP request answered with 'hello from pq', and is closed
+      (the mirror never sends its Finished).
 
   pq_peer.py hello --groups G[:G...] [--server-name NAME] [--retry-to G --cert C --key K]
       Prints, as one line of hex, the records of the ClientHello this OpenSSL sends with that
@@ -13,6 +14,11 @@ mirror check's post-quantum tests. Run with the peers' venv (.build-peers/bin/py
       Made in memory (no socket): the client's first flight is read from its memory BIO. With
       --retry-to, a server in memory that accepts only those groups answers it with a
       HelloRetryRequest, and the line goes on with the client's ChangeCipherSpec and second hello.
+
+  pq_peer.py client --proxy PORT --host NAME --port N --groups G[:G...] --cafile CA.pem
+      CONNECT NAME:N through the proxy on 127.0.0.1:PORT, a TLS 1.3 handshake with those groups
+      (the chain verified against CA.pem), GET /; prints 'STATUS GROUP BODY' (the group the
+      server chose). Every read is bounded (64 KiB, 10 s).
 
 Groups are OpenSSL's names: X25519MLKEM768, SecP256r1MLKEM768, SecP384r1MLKEM1024, MLKEM768,
 MLKEM1024, X25519, ... pyOpenSSL 26.4 has no Context.set_groups: the list is set through
@@ -63,6 +69,7 @@ def serve(args):
             conn.set_accept_state()
             try:
                 conn.do_handshake()
+                answer(conn)
             except (SSL.Error, OSError) as error:
                 # the mirror closes after the server's flight, before its Finished: said on stderr only
                 print(f"handshake: {error!r}", file=sys.stderr, flush=True)
@@ -84,6 +91,60 @@ def serve(args):
     threading.Thread(target=accept, daemon=True).start()
     sys.stdin.read()  # until stdin closes
     listener.close()
+
+
+def answer(conn):
+    """One HTTP/1.1 request (its head, at most 64 KiB) answered with 'hello from pq'."""
+    request = b""
+    while b"\r\n\r\n" not in request and len(request) < 1 << 16:
+        try:
+            chunk = conn.recv(4096)
+        except SSL.ZeroReturnError:
+            return
+        if not chunk:
+            return
+        request += chunk
+    body = b"hello from pq\n"
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+    conn.shutdown()
+
+
+def client(args):
+    """CONNECT through the proxy, TLS 1.3 with the groups, GET /; prints 'STATUS GROUP BODY'."""
+    sock = socket.create_connection(("127.0.0.1", args.proxy), timeout=HANDSHAKE_SECONDS)
+    target = f"{args.host}:{args.port}"
+    sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head and len(head) < 1 << 16:
+        chunk = sock.recv(1)  # byte by byte: nothing of the tunnel is read here
+        if not chunk:
+            sys.exit(f"the proxy closed: {head!r}")
+        head += chunk
+    if not head.startswith(b"HTTP/1.1 200"):
+        sys.exit(f"CONNECT refused: {head.splitlines()[0]!r}")
+    ctx = context("client", args.groups)
+    ctx.load_verify_locations(args.cafile)
+    ctx.set_verify(SSL.VERIFY_PEER, lambda conn, cert, error, depth, ok: bool(ok))
+    limit = struct.pack("ll", HANDSHAKE_SECONDS, 0)
+    sock.settimeout(None)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, limit)
+    conn = SSL.Connection(ctx, sock)
+    conn.set_tlsext_host_name(args.host.encode())
+    conn.set_connect_state()
+    conn.do_handshake()
+    conn.sendall(f"GET / HTTP/1.1\r\nHost: {args.host}\r\nConnection: close\r\n\r\n".encode())
+    response = b""
+    while len(response) < 1 << 16:
+        try:
+            chunk = conn.recv(4096)
+        except SSL.ZeroReturnError:
+            break
+        if not chunk:
+            break
+        response += chunk
+    status = response.split(b" ", 2)[1].decode()
+    body = response.split(b"\r\n\r\n", 1)[1].decode()
+    print(status, conn.get_group_name(), body, end="", flush=True)
 
 
 def hello(args):
@@ -120,19 +181,25 @@ def step(conn):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     modes = parser.add_subparsers(dest="mode", required=True)
-    server = modes.add_parser("server")
-    server.add_argument("--cert", required=True)
-    server.add_argument("--key", required=True)
-    server.add_argument("--chain")
-    server.add_argument("--groups", required=True)
-    client = modes.add_parser("hello")
-    client.add_argument("--groups", required=True)
-    client.add_argument("--server-name", default="localhost")
-    client.add_argument("--retry-to", help="groups of a server in memory that asks for a second hello")
-    client.add_argument("--cert", help="that server's certificate")
-    client.add_argument("--key", help="and its key")
+    serving = modes.add_parser("server")
+    serving.add_argument("--cert", required=True)
+    serving.add_argument("--key", required=True)
+    serving.add_argument("--chain")
+    serving.add_argument("--groups", required=True)
+    capturing = modes.add_parser("hello")
+    capturing.add_argument("--groups", required=True)
+    capturing.add_argument("--server-name", default="localhost")
+    capturing.add_argument("--retry-to", help="groups of a server in memory that asks for a second hello")
+    capturing.add_argument("--cert", help="that server's certificate")
+    capturing.add_argument("--key", help="and its key")
+    proxied = modes.add_parser("client")
+    proxied.add_argument("--proxy", type=int, required=True)
+    proxied.add_argument("--host", required=True)
+    proxied.add_argument("--port", type=int, required=True)
+    proxied.add_argument("--groups", required=True)
+    proxied.add_argument("--cafile", required=True)
     args = parser.parse_args()
-    serve(args) if args.mode == "server" else hello(args)
+    {"server": serve, "hello": hello, "client": client}[args.mode](args)
 
 
 if __name__ == "__main__":
