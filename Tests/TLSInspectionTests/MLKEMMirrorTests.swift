@@ -259,6 +259,18 @@ func keyShares(_ raw: [UInt8]) -> [(group: UInt16, key: [UInt8])] {
     return keyRanges.map { (UInt16(u16($0.lowerBound - 4)), Array(raw[$0])) }
 }
 
+/// Where the key_exchange of the ServerHello's key_share (extension 51: group, length, bytes)
+/// starts in a server's first bytes.
+func serverShareOffset(_ bytes: [UInt8], group: UInt16, length: Int) -> Int? {
+    let pattern: [UInt8] = [0, 51, UInt8((length + 4) >> 8), UInt8((length + 4) & 0xFF),
+                            UInt8(group >> 8), UInt8(group & 0xFF), UInt8(length >> 8), UInt8(length & 0xFF)]
+    guard bytes.count >= pattern.count else { return nil }
+    for start in 0...(bytes.count - pattern.count) where bytes[start..<start + pattern.count].elementsEqual(pattern) {
+        return start + pattern.count
+    }
+    return nil
+}
+
 /// Real handshakes: OpenSSL 4.0 (cryptography's, via pyOpenSSL) as the client whose hello is
 /// mirrored and as the server that picks each post-quantum group. The server checks the mirror's
 /// shares (the ML-KEM modulus check, the points), and the mirror verifies its flight.
@@ -302,6 +314,25 @@ func keyShares(_ raw: [UInt8]) -> [(group: UInt16, key: [UInt8])] {
         let sameChain = flight.chain == (try chainDER("leaf-ec256.chain.pem"))
         #expect(sameChain, "\(layout.name): chain of \(flight.chain.count) certificates")
         #expect(flight.signatureScheme == 0x0403)
+
+        // The same answer with one bit of the ciphertext flipped: it decapsulates (implicit
+        // rejection) to another secret, and the flight does not open.
+        let shareAt = try #require(serverShareOffset(run.serverBytes, group: layout.codepoint, length: layout.serverLength))
+        let ciphertextAt = shareAt + (layout.mlkemFirst ? 0 : layout.curveShareLength)
+        var flipped = run.serverBytes
+        flipped[ciphertextAt + 10] ^= 0x01
+        var handshake = MirrorHandshake(hello: mirror)
+        #expect(handshake.feed(flipped) == .failed(.flight(.undecryptable)), "\(layout.name)")
+        // The curve half zeroed: no key of its curve.
+        if layout.curve != nil {
+            let curveAt = shareAt + (layout.mlkemFirst ? layout.serverLength - layout.curveShareLength : 0)
+            var zeroed = run.serverBytes
+            for index in curveAt..<curveAt + layout.curveShareLength { zeroed[index] = 0 }
+            let part = layout.curve == .x25519 ? "0x001d" : layout.curve == .p256 ? "0x0017" : "0x0018"
+            var zeroHandshake = MirrorHandshake(hello: mirror)
+            #expect(zeroHandshake.feed(zeroed)
+                == .failed(.keyShare("the server's \(hex(layout.codepoint)) share is not a valid key (its \(part) part)")))
+        }
     }
 
     /// The client offers X25519 first; the server wants SecP256r1MLKEM768 (or X25519MLKEM768)
