@@ -11,6 +11,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
         .package(url: "https://github.com/jpsim/Yams", exact: "6.2.2"),
+        // ML-KEM for the mirror check's post-quantum key shares (OpenSSL 3.0 has none).
+        .package(url: "https://github.com/apple/swift-crypto", exact: "4.5.2"),
     ],
     targets: [
         // System libraries: one libevent module, explicit links, no duplicate libevent.so.
@@ -27,7 +29,10 @@ let package = Package(
         .systemLibrary(name: "CStatfs", path: "Sources/CStatfs"),
         .target(name: "PinPolicy", dependencies: ["CStatfs", .product(name: "Yams", package: "Yams")]),
         // Certificate facts and chain validation through OpenSSL; fills PinPolicy's value types.
-        .target(name: "TLSInspection", dependencies: ["COpenSSL", "CCompression", "CShims", "PinPolicy"]),
+        // swift-crypto only for ML-KEM (the mirror's X25519MLKEM768 and kin); classical keys stay on OpenSSL.
+        .target(
+            name: "TLSInspection",
+            dependencies: ["COpenSSL", "CCompression", "CShims", "PinPolicy", .product(name: "Crypto", package: "swift-crypto")]),
         // The libevent proxy.
         .target(
             name: "ProxyCore",
@@ -48,13 +53,20 @@ let package = Package(
             name: "pinproxy-logcost", dependencies: ["ProxyCore", "PinPolicy", .product(name: "Logging", package: "swift-log")],
             path: "Benchmarks/LogCost"),
 
+        // The mirror's ML-KEM shares' cost in a release build (Benchmarks/mlkemcost.sh); reaches TLSInspection's keys through @_spi(Benchmarks).
+        .executableTarget(
+            name: "pinproxy-mlkemcost", dependencies: ["TLSInspection", .product(name: "Crypto", package: "swift-crypto")],
+            path: "Benchmarks/MLKEMCost"),
+
         // glibc's <malloc.h> for tests that measure the heap (mallinfo2); Swift's Glibc module lacks it.
         .systemLibrary(name: "CMalloc", path: "Tests/CMalloc"),
         .testTarget(name: "PinPolicyTests", dependencies: ["PinPolicy", "CMalloc"]),
         // zlib, brotli and zstd encoders for tests that build CompressedCertificate messages.
         .systemLibrary(name: "CCompressionEncoders", path: "Tests/CCompressionEncoders"),
         .testTarget(
-            name: "TLSInspectionTests", dependencies: ["TLSInspection", "PinPolicy", "TestSupport", "CCompressionEncoders"],
+            name: "TLSInspectionTests",
+            // Crypto: the ML-KEM tests play the server's side (encapsulation, their own curve keys).
+            dependencies: ["TLSInspection", "PinPolicy", "TestSupport", "CCompressionEncoders", .product(name: "Crypto", package: "swift-crypto")],
             exclude: ["Fixtures"]),
         // Process, fixture and upstream helpers for the tests that run pinproxy as a process.
         .target(name: "TestSupport", dependencies: ["PinPolicy", "ProxyCore"], path: "Tests/TestSupport", exclude: ["scripts"]),

@@ -136,7 +136,8 @@ public struct MirrorHandshake: Sendable {
     }
 
     /// RFC 8446 §7.1 from the mirror's own key share: the ServerHello names the group and the
-    /// server's share; pinproxy's private key for that group gives the (EC)DHE secret.
+    /// server's share; pinproxy's private key for that group gives the shared secret ((EC)DHE,
+    /// ML-KEM, or both concatenated for a hybrid).
     private mutating func readServerHello13(_ serverHello: ServerHello) -> MirrorVerdict {
         if serverHello.selectedIdentity != nil { return .unverifiable(.pskAccepted) }
         let suite: TLS13Suite
@@ -153,8 +154,11 @@ public struct MirrorHandshake: Sendable {
             return .failed(.plaintext(error))
         }
         guard let key = hello.key(for: share.group) else { return .unverifiable(.group(share.group)) }
-        guard let shared = key.sharedSecret(with: share.key) else {
-            return .failed(.keyShare("the server's \(hex(share.group)) share is not a valid key"))
+        let shared: SecretBytes
+        do throws(MirrorFailure) {
+            shared = try key.sharedSecret(with: share.key)
+        } catch {
+            return .failed(error)
         }
         let messages = transcript + [serverHello.raw]
         do throws(TLS13FlightError) {

@@ -4,9 +4,15 @@
 // record split, except what must be fresh:
 //
 // - `random` and `legacy_session_id`: fresh bytes, same lengths;
-// - every `key_share` entry: pinproxy's own ephemeral key for X25519, X448, P-256, P-384 and P-521
-//   (same group, same length); any other group's entry (GREASE, a post-quantum hybrid): random
-//   bytes of the same length, and that group is remembered as not computable;
+// - every `key_share` entry: pinproxy's own ephemeral key of the same group and length for X25519,
+//   X448, P-256, P-384, P-521 (OpenSSL), ML-KEM-768 and ML-KEM-1024 (swift-crypto) and the hybrids
+//   X25519MLKEM768, SecP256r1MLKEM768 and SecP384r1MLKEM1024 (both; MirrorKEM.swift); a GREASE
+//   entry (RFC 8701): random bytes of the same length, as clients send it; an FFDHE entry: a real
+//   public key of its group whose private key is dropped (pinproxy computes no FFDHE secret). Both
+//   are remembered as not computable. An entry of any other group (an unknown or retired
+//   post-quantum group, say) is not mirrored at all: random bytes in its place would be refused by
+//   a server that checks the share, and would tell an interceptor which connection is the mirror,
+//   so `MirrorError.uncomputableShare` says so and no mirror is sent;
 // - `pre_shared_key`: identities, obfuscated ticket ages and binders as random bytes of the same
 //   lengths (the server cannot resume them, and answers with a full handshake).
 //
@@ -26,6 +32,7 @@ public enum MirrorError: Error, Equatable, Sendable, CustomStringConvertible {
     case notAfterHelloRetry                  // a second hello asked for, but the server sent no HelloRetryRequest
     case cookieMismatch                      // the client's second hello and the mirror's HelloRetryRequest disagree on a cookie
     case retryGroupDiffers(client: UInt16, mirror: UInt16)  // the two HelloRetryRequests asked for different groups
+    case uncomputableShare(UInt16)           // a key share (not GREASE, not FFDHE) in a group pinproxy cannot make a key of
 
     public var description: String {
         switch self {
@@ -36,6 +43,8 @@ public enum MirrorError: Error, Equatable, Sendable, CustomStringConvertible {
         case .cookieMismatch: return "mirror hello: cookie in one HelloRetryRequest only"
         case .retryGroupDiffers(let client, let mirror):
             return "mirror hello: the client was asked for group \(hex(client)), the mirror for \(hex(mirror))"
+        case .uncomputableShare(let group):
+            return "mirror hello: the ClientHello has a key share in group \(hex(group)), which pinproxy cannot compute; a look-alike would give the mirror away, so the mirror is not sent"
         }
     }
 }
@@ -53,10 +62,11 @@ public struct MirrorHello: Sendable {
     public let sessionID: [UInt8]
     /// Groups whose share is pinproxy's own key, in the hello's order.
     public var computableGroups: [UInt16] { keys.map { $0.group.rawValue } }
-    /// Groups whose share is random bytes (GREASE, unknown, post-quantum hybrid), in the hello's order.
+    /// Groups whose share pinproxy holds no private key of (GREASE: random bytes; FFDHE: a public
+    /// key whose private key was dropped), in the hello's order.
     public let uncomputableGroups: [UInt16]
     /// The private keys of the computable shares (freed with the last copy of this hello).
-    let keys: [EphemeralKey]
+    let keys: [MirrorKey]
 
     /// - Parameters:
     ///   - client: the client's first ClientHello (`ClientFlightReader.feed`).
@@ -67,7 +77,7 @@ public struct MirrorHello: Sendable {
         guard let shares = hello.extensionIndex(tlsExtensionKeyShare) else { throw .noKeyShare }
         hello.random = randomBytes(hello.random.count)
         hello.sessionID = randomBytes(hello.sessionID.count)
-        var keys: [EphemeralKey] = []
+        var keys: [MirrorKey] = []
         var uncomputable: [UInt16] = []
         hello.extensions[shares].data = try mirrorKeyShares(hello.extensions[shares].data, keys: &keys, uncomputable: &uncomputable)
         if let psk = hello.extensionIndex(tlsExtensionPreSharedKey) {
@@ -89,7 +99,7 @@ public struct MirrorHello: Sendable {
         }
         hello.random = first.random
         hello.sessionID = first.sessionID
-        var keys: [EphemeralKey] = []
+        var keys: [MirrorKey] = []
         var uncomputable: [UInt16] = []
         hello.extensions[shares].data = try mirrorKeyShares(hello.extensions[shares].data, keys: &keys, uncomputable: &uncomputable)
         if let psk = hello.extensionIndex(tlsExtensionPreSharedKey) {
@@ -108,7 +118,7 @@ public struct MirrorHello: Sendable {
         self.init(hello: hello, framing: framing, keys: keys, uncomputable: uncomputable)
     }
 
-    private init(hello: HelloFields, framing: RecordFraming, keys: [EphemeralKey], uncomputable: [UInt16]) {
+    private init(hello: HelloFields, framing: RecordFraming, keys: [MirrorKey], uncomputable: [UInt16]) {
         raw = hello.serialized()
         bytes = framing.frame(raw)
         random = hello.random
@@ -118,7 +128,7 @@ public struct MirrorHello: Sendable {
     }
 
     /// The private key of the share for `group`, if the mirror computed one.
-    func key(for group: UInt16) -> EphemeralKey? { keys.first { $0.group.rawValue == group } }
+    func key(for group: UInt16) -> MirrorKey? { keys.first { $0.group.rawValue == group } }
 }
 
 /// The key_share of a ClientHello with every entry made fresh. RFC 8446 §4.2.8:
@@ -131,8 +141,8 @@ public struct MirrorHello: Sendable {
 ///     struct {
 ///         KeyShareEntry client_shares<0..2^16-1>;
 ///     } KeyShareClientHello;
-private func mirrorKeyShares(_ data: [UInt8], keys: inout [EphemeralKey], uncomputable: inout [UInt16]) throws(MirrorError) -> [UInt8] {
-    var entries: [UInt8] = []
+private func mirrorKeyShares(_ data: [UInt8], keys: inout [MirrorKey], uncomputable: inout [UInt16]) throws(MirrorError) -> [UInt8] {
+    var clientShares: [(group: UInt16, length: Int)] = []
     try parsing { () throws(TLSReadError) in
         var cursor = ByteCursor(data[...])
         var list = try cursor.vector("client_shares", lengthBytes: 2, 0...0xFFFF)
@@ -140,22 +150,41 @@ private func mirrorKeyShares(_ data: [UInt8], keys: inout [EphemeralKey], uncomp
         while !list.isEmpty {
             let group = try list.uint16("key share group")
             let length = try list.vector("key_exchange", lengthBytes: 2, 1...0xFFFF).bytes.count
-            var share = randomBytes(length)
-            if let known = MirrorGroup(rawValue: group), known.shareLength == length, let key = EphemeralKeyStock.shared.take(known) {
-                share = key.publicShare
-                keys.append(key)
-            } else {
-                // RFC 7919 §5.1: a server checks an FFDHE share (below the prime, in the prime-order
-                // subgroup), which random bytes fail half the time: the share is a real public key
-                // of the group, its private key dropped at once.
-                if let ffdhe = ffdhePublicShare(group: group, length: length) { share = ffdhe }
-                uncomputable.append(group)
-            }
-            entries += uint16Bytes(Int(group)) + uint16Bytes(length) + share
+            clientShares.append((group, length))
         }
+    }
+    var entries: [UInt8] = []
+    for (group, length) in clientShares {
+        let share: [UInt8]
+        if let known = MirrorGroup(rawValue: group) {
+            guard known.clientShareLength == length else {
+                throw .malformedHello(.malformed("a key share of group \(hex(group)) with \(length) bytes, not \(known.clientShareLength)"))
+            }
+            guard let key = MirrorKey(known, stock: EphemeralKeyStock.shared) else { throw .uncomputableShare(group) }
+            share = key.publicShare
+            keys.append(key)
+        } else if isGREASE(group) {
+            share = randomBytes(length)
+            uncomputable.append(group)
+        } else if isFFDHE(group) {
+            // RFC 7919 §5.1: a server checks an FFDHE share (below the prime, in the prime-order
+            // subgroup), which random bytes fail half the time: the share is a real public key
+            // of the group, its private key dropped at once.
+            share = ffdhePublicShare(group: group, length: length) ?? randomBytes(length)
+            uncomputable.append(group)
+        } else {
+            throw .uncomputableShare(group)
+        }
+        entries += uint16Bytes(Int(group)) + uint16Bytes(length) + share
     }
     return uint16Bytes(entries.count) + entries
 }
+
+/// RFC 8701 §2: GREASE NamedGroups are 0x?A?A with both bytes equal (0x0A0A, 0x1A1A … 0xFAFA).
+func isGREASE(_ group: UInt16) -> Bool { group & 0x0F0F == 0x0A0A && group >> 8 == group & 0xFF }
+
+/// RFC 7919 §2: ffdhe2048 … ffdhe8192.
+func isFFDHE(_ group: UInt16) -> Bool { (0x0100...0x0104).contains(group) }
 
 /// The pre_shared_key offer with identities, ages and binders replaced by random bytes of the same
 /// lengths (RFC 8446 §4.2.11; the structure is quoted at `readOfferedPsks`).

@@ -2,13 +2,15 @@ import COpenSSL
 import Foundation
 
 // The key material of a mirror handshake (issue 18): pinproxy's own ephemeral (EC)DHE keys for the
-// mirror's key shares, and the TLS 1.3 key schedule from the shared secret to the server's handshake
+// mirror's key shares (on OpenSSL; the ML-KEM and hybrid shares are in MirrorKEM.swift, whole or in
+// part made of these), and the TLS 1.3 key schedule from the shared secret to the server's handshake
 // traffic secret (RFC 8446 §7.1), so that TLS13ServerFlight can open the server's flight with a
 // secret pinproxy derived itself instead of one from a client's key log.
 
-/// RFC 8446 §4.2.7 NamedGroup values whose key shares pinproxy computes, with the share's length
-/// (§4.2.8.1, §4.2.8.2: X25519/X448 raw, the NIST curves as an uncompressed point).
-enum MirrorGroup: UInt16, CaseIterable {
+/// RFC 8446 §4.2.7 NamedGroup values of the (EC)DHE groups pinproxy computes on OpenSSL, with the
+/// share's length (§4.2.8.1, §4.2.8.2: X25519/X448 raw, the NIST curves as an uncompressed point;
+/// the same length both ways).
+enum ECDHEGroup: UInt16, CaseIterable {
     case secp256r1 = 0x0017
     case secp384r1 = 0x0018
     case secp521r1 = 0x0019
@@ -42,14 +44,14 @@ enum MirrorGroup: UInt16, CaseIterable {
 /// One ephemeral private key of a mirror's key share. Owns the EVP_PKEY and frees it (OpenSSL
 /// cleanses the private scalar) when the last reference goes. Never printed.
 final class EphemeralKey: @unchecked Sendable, CustomStringConvertible {
-    let group: MirrorGroup
+    let group: ECDHEGroup
     /// The key_exchange bytes of the share: exactly `group.shareLength` bytes.
     let publicShare: [UInt8]
     private let key: OpaquePointer
 
-    /// A fresh key of `group`; nil if OpenSSL cannot make one (then the share is sent as random
-    /// bytes and the group counts as not computable).
-    init?(_ group: MirrorGroup) {
+    /// A fresh key of `group`; nil if OpenSSL cannot make one (then the mirror is not sent:
+    /// `MirrorError.uncomputableShare`).
+    init?(_ group: ECDHEGroup) {
         defer { OpenSSLError.clear() }
         let context = group.isEC ? EVP_PKEY_CTX_new_from_name(nil, "EC", nil) : EVP_PKEY_CTX_new_from_name(nil, group.openSSLName, nil)
         guard let context else { return nil }
@@ -124,7 +126,7 @@ public final class EphemeralKeyStock: @unchecked Sendable {
     public static let shared = EphemeralKeyStock(capacity: 16)
 
     /// The group kept in stock: the one nearly every client offers a share for.
-    static let group = MirrorGroup.x25519
+    static let group = ECDHEGroup.x25519
 
     private let lock = NSLock()
     private var keys: [EphemeralKey] = []
@@ -142,8 +144,9 @@ public final class EphemeralKeyStock: @unchecked Sendable {
         lock.withLock { keys += made.prefix(max(0, capacity - keys.count)) }
     }
 
-    /// A key of `group`: one from the stock when it holds that group, else a fresh one.
-    func take(_ group: MirrorGroup) -> EphemeralKey? {
+    /// A key of `group`: one from the stock when it holds that group, else a fresh one. The
+    /// X25519 half of an X25519MLKEM768 share is taken here too.
+    func take(_ group: ECDHEGroup) -> EphemeralKey? {
         if group == Self.group, let stocked = lock.withLock({ keys.popLast() }) { return stocked }
         return EphemeralKey(group)
     }

@@ -164,11 +164,12 @@ final class MirrorCheck {
         case .verified(let flight):
             decide(.shown(chain: flight.chain, version: 0x0304, delivered: DeliveredSCTs(flight)))
         case .unverifiable(let why):
-            // Only a key share the client itself sent, in a group pinproxy cannot compute (a
-            // post-quantum hybrid), leaves the tunnel to the probe, saying so. Anything else the
-            // server alone chose — a suite pinproxy does not open, a retry to such a group, a
-            // resumption of the mirror's random ticket or session — an interceptor could choose
-            // for every connection to blind the mirror and take the client's: not an answer.
+            // Only a key share the client itself sent, in a group pinproxy cannot compute (FFDHE;
+            // a share of any other such group stops the mirror before it is sent), leaves the
+            // tunnel to the probe, saying so. Anything else the server alone chose — a suite
+            // pinproxy does not open, a retry to such a group, a resumption of the mirror's random
+            // ticket or session — an interceptor could choose for every connection to blind the
+            // mirror and take the client's: not an answer.
             if case .group = why, !retried { return decide(.unavailable(why.description)) }
             decide(.lost("the server answered the mirror with what pinproxy cannot check: \(why)"))
         case .failed(let why):
@@ -183,6 +184,10 @@ final class MirrorCheck {
             retried = true
             phase = .reading(handshake)
             connection.send(bytes, order: .random())
+        } catch MirrorError.uncomputableShare(let group) {
+            // The server alone asked for a group pinproxy cannot compute: as with any retry to such
+            // a group, not an answer (an interceptor could ask it of every mirror).
+            decide(.lost("the mirror's HelloRetryRequest asks for group \(String(format: "0x%04x", group)), which pinproxy cannot compute"))
         } catch {
             // The client's retry and the mirror's disagree (another group, a cookie in one only):
             // the two connections were answered differently, which a server does not do.
