@@ -109,10 +109,10 @@ import TestSupport
         let after = try pinproxy("quarantine", "list", "--socket", socket)
         #expect(after.status == 0 && after.stdout == "", "\(after)")
 
-        let passes = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: port)
+        let passes = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: port, environment: ["SSLKEYLOGFILE": keyLog])
         #expect(passes.exitCode == 0 && passes.body == "hello from back\n", "\(passes)")
         let closed = try #require(proxy.waitFor("tunnel_closed"))
-        #expect(closed["host"] == "api.pinproxy.test" && closed["tls"] == "TLSv1.3" && closed["verify"] == "probe+mirror", "\(closed)")
+        #expect(closed["host"] == "api.pinproxy.test" && closed["tls"] == "TLSv1.3" && closed["verify"] == "probe+keylog", "\(closed)")
 
         let again = try pinproxy("quarantine", "lift", "api.pinproxy.test:\(port)", "--socket", socket)
         #expect(again.status == 0 && again.stdout == "not_quarantined host=api.pinproxy.test port=\(port)\n", "\(again)")
