@@ -46,14 +46,22 @@ import TestSupport
         case pqCompressing
         var testDescription: String { rawValue }
 
-        /// The body each tunnel gets: peers_tls.py names the backend, the group the handshake
-        /// agreed on and the version. Every client here offers an X25519MLKEM768 share.
-        /// nil for tlslite_server.py, whose body is the other branch's to say (see `start`).
-        var body: String? {
+        /// The body each tunnel of `client` gets: peers_tls.py names the backend, the group the
+        /// handshake agreed on and the version; tlslite_server.py the group and how it compressed
+        /// its certificate (the first algorithm of the client's offer it has: Chrome offers
+        /// brotli, Firefox zlib first, Safari zlib; pyOpenSSL's OpenSSL offers none). Every client
+        /// here offers an X25519MLKEM768 share.
+        func body(for client: Client) -> String {
+            let compression = switch client {
+            case .pyOpenSSL: "none"
+            case .chrome: "brotli"
+            case .firefox, .safari: "zlib"
+            }
             switch self {
             case .pq: return "peer-ok pq X25519MLKEM768 TLSv1.3"
             case .classical: return "peer-ok classical x25519 TLSv1.3"
-            case .compressing, .pqCompressing: return nil
+            case .compressing: return "hello from tlslite-ng group=x25519 compression=\(compression)"
+            case .pqCompressing: return "hello from tlslite-ng group=x25519mlkem768 compression=\(compression)"
             }
         }
     }
@@ -94,22 +102,10 @@ import TestSupport
         case .pq: return try peersServer(groups: "X25519MLKEM768:X25519", backends: [("pq", "leaf-ec256")])
         case .classical: return try peersServer(groups: "X25519", backends: [("classical", "leaf-ec256")])
         case .compressing, .pqCompressing:
-            // ADJUST at the merge: tlslite_server.py comes from the compression branch (another
-            // engineer's; not on this branch, so these rows fail here before any tunnel). Written
-            // for its announced interface: `--cert C --key K --compress zlib,brotli
-            // [--groups x25519mlkem768,x25519]`, printing `PORT n`, answering GET / with a body,
-            // stopping when stdin closes. Its body is not known here: `Server.body` is nil, and the
-            // rows check one same non-empty body on every tunnel; put the exact one there. (Seen
-            // with a stand-in: tlslite-ng 0.8.2's handshakeServer needs `alpn=` — pinproxy's probe
-            // offers ALPN, and without a list tlslite raises and the probe ends tls_protocol_error —
-            // and `settings.keyShares` within `eccCurves`.)
-            let path = script("tlslite_server.py")
-            guard FileManager.default.fileExists(atPath: path) else {
-                throw HelperError(message: "\(path) is missing: it comes with the CompressedCertificate branch")
-            }
-            var arguments = [path, "--cert", Paths.fixture("leaf-ec256.chain.pem"), "--key", Paths.fixture("leaf-ec256.key.pem"),
-                             "--compress", "zlib,brotli"]
-            if server == .pqCompressing { arguments += ["--groups", "x25519mlkem768,x25519"] }
+            // tlslite-ng compressing its certificate with zlib or brotli, classical or hybrid.
+            var arguments = [script("tlslite_server.py"), "--cert", Paths.fixture("leaf-ec256.chain.pem"),
+                             "--key", Paths.fixture("leaf-ec256.key.pem"), "--compress", "zlib,brotli"]
+            arguments += ["--groups", server == .pqCompressing ? "x25519mlkem768,x25519" : "x25519"]
             return try PeerServer(arguments, logPath: "/dev/null")
         }
     }
@@ -177,7 +173,7 @@ import TestSupport
         defer { server.stop() }
         let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: Self.rules))
         let fetched = try Self.fetch(client, proxy: proxy.port, port: server.port)
-        Self.expectAllVerified(fetched, body: kind.body, proxy: proxy, server: server)
+        Self.expectAllVerified(fetched, body: kind.body(for: client), proxy: proxy, server: server)
     }
 
     /// A server that accepts only P-256: the pyOpenSSL client, Chrome and Safari (hybrid and
@@ -220,17 +216,18 @@ import TestSupport
 
     // MARK: With a key log
 
-    /// The pyOpenSSL client writing its key log (SSLKEYLOGFILE lines from its keylog callback):
-    /// pinproxy reads the server's flight with the client's own secrets, so the check is the
-    /// stream's (`verify=probe+keylog`), whatever the key exchange.
-    @Test(arguments: [Server.pq, .classical])
-    func withAKeyLogTheTunnelIsVerifiedInTheStream(server kind: Server) throws {
+    /// The pyOpenSSL client writing its key log (SSLKEYLOGFILE lines from its keylog callback) and
+    /// curl_cffi as Chrome (libcurl's SSLKEYLOGFILE): pinproxy reads the server's flight with the
+    /// client's own secrets, so the check is the stream's (`verify=probe+keylog`), whatever the key
+    /// exchange, through compressed certificates too.
+    @Test(arguments: Server.allCases, [Client.pyOpenSSL, .chrome])
+    func withAKeyLogTheTunnelIsVerifiedInTheStream(server kind: Server, client: Client) throws {
         let keyLog = try memoryDirectory() + "/keylog"
         let server = try Self.start(kind)
         defer { server.stop() }
         let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: Self.rules, proxy: "keylog: { path: \(keyLog), wait: 2s }"))
-        let fetched = try Self.fetch(.pyOpenSSL, proxy: proxy.port, port: server.port, keyLog: keyLog)
-        Self.expectAllVerified(fetched, body: kind.body, proxy: proxy, server: server, verify: "probe+keylog")
+        let fetched = try Self.fetch(client, proxy: proxy.port, port: server.port, keyLog: keyLog)
+        Self.expectAllVerified(fetched, body: kind.body(for: client), proxy: proxy, server: server, verify: "probe+keylog")
     }
 
     // MARK: What the clients offer

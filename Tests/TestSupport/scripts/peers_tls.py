@@ -38,7 +38,8 @@ only; every wait is bounded.
       algorithms) in hex and 'ECH yes|no' (an encrypted_client_hello extension, GREASE or not),
       (and writes them to FILE), then exits. What a client offers, checked.
 """
-import argparse, os, random, socket, struct, sys, threading, time
+import argparse
+import os, os, random, socket, struct, sys, threading, time
 
 
 def set_groups(context, groups):
@@ -277,5 +278,8 @@ p.add_argument("--impersonate", default="chrome")
 a = p.parse_args()
 if a.mode == "server": server(a)
 elif a.mode == "client": client(a, pyopenssl_once)
-elif a.mode == "curlcffi": client(a, curlcffi_once)
+elif a.mode == "curlcffi":
+    # libcurl (BoringSSL) appends SSLKEYLOGFILE lines when the variable is set as it starts.
+    if a.keylog: os.environ["SSLKEYLOGFILE"] = a.keylog
+    client(a, curlcffi_once)
 else: hello(a)

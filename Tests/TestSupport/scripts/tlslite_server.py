@@ -79,13 +79,16 @@ def serve(raw):
         raw.close()
         return
     group = GroupName.toStr(connection.ecdhCurve) if connection.ecdhCurve is not None else "none"
-    log(f"HANDSHAKE version=TLS 1.3 group={group} "
-        f"certificate_compression={connection.server_cert_compression_algo or 'none'}")
+    compression = connection.server_cert_compression_algo or "none"
+    log(f"HANDSHAKE version=TLS 1.3 group={group} certificate_compression={compression}")
+    # The body says what this handshake was, so a test through a proxy knows the client's own
+    # connection had the group and the compressed certificate it meant to test.
+    body = BODY.rstrip(b"\n") + f" group={group} compression={compression}\n".encode()
     try:
         request_line = read_head(connection).split(b"\r\n", 1)[0]
         if request_line.startswith(b"GET / "):
-            head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(BODY)
-            connection.write(head + BODY)
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+            connection.write(head + body)
         else:
             connection.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
         connection.close()
