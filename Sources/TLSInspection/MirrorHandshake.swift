@@ -79,6 +79,18 @@ public struct MirrorHandshake: Sendable {
         return second.bytes
     }
 
+    /// After `.helloRetry`, when there is no client's second hello to mirror (its own connection
+    /// got no retry, or this is a confirming look): the second hello a client would send
+    /// (`MirrorHello(answering:after:)`), to write on the mirror connection.
+    public mutating func secondHelloAnsweringRetry() throws(MirrorError) -> [UInt8] {
+        guard case .awaitingSecondHello(let retry) = phase else { throw .notAfterHelloRetry }
+        let second = try MirrorHello(answering: retry, after: hello)
+        transcript += [retry, second.raw]
+        hello = second
+        phase = .plaintext
+        return second.bytes
+    }
+
     private mutating func read(_ bytes: some Collection<UInt8>) -> MirrorVerdict {
         switch phase {
         case .done(let verdict):

@@ -118,6 +118,57 @@ public struct MirrorHello: Sendable {
         self.init(hello: hello, framing: framing, keys: keys, uncomputable: uncomputable)
     }
 
+    /// The second ClientHello a client sends after `retry`, made from the mirror's `first` when the
+    /// client's own connection got no HelloRetryRequest (a balancer whose backends prefer other
+    /// groups) or there is no client (a confirming look). RFC 8446 §4.1.2: the same hello, but the
+    /// key_share holds one fresh share of the group the retry asks for, early_data is gone, the
+    /// retry's cookie is echoed, and the PSK fields are fresh (random, as in every mirror). As
+    /// OpenSSL, BoringSSL and Go send it: one record, after a ChangeCipherSpec when the first hello
+    /// had a session id (middlebox compatibility mode).
+    init(answering retry: [UInt8], after first: MirrorHello) throws(MirrorError) {
+        var hello = try HelloFields(first.raw)
+        let retryFields = try HelloRetryFields(retry)
+        guard let shares = hello.extensionIndex(tlsExtensionKeyShare) else { throw .noKeyShare }
+        var keys: [MirrorKey] = []
+        if let asked = retryFields.selectedGroup {
+            // §4.2.8: the group is one the hello offered and had no share for.
+            guard first.key(for: asked) == nil, !first.uncomputableGroups.contains(asked) else {
+                throw .retryGroupDiffers(client: asked, mirror: asked)
+            }
+            guard let group = MirrorGroup(rawValue: asked), let key = MirrorKey(group, stock: EphemeralKeyStock.shared) else {
+                throw .uncomputableShare(asked)
+            }
+            let entry = uint16Bytes(Int(asked)) + uint16Bytes(key.publicShare.count) + key.publicShare
+            hello.extensions[shares].data = uint16Bytes(entry.count) + entry
+            keys = [key]
+        } else {
+            keys = first.keys  // a retry for a cookie alone keeps the shares (§4.1.4)
+        }
+        hello.extensions.removeAll { $0.type == tlsExtensionEarlyData }
+        hello.extensions.removeAll { $0.type == tlsExtensionCookie }
+        if let cookie = retryFields.cookie {
+            // pre_shared_key stays the last extension (§4.2.11).
+            let at = hello.extensionIndex(tlsExtensionPreSharedKey) ?? hello.extensions.count
+            hello.extensions.insert((tlsExtensionCookie, cookie), at: at)
+        }
+        if let psk = hello.extensionIndex(tlsExtensionPreSharedKey) {
+            hello.extensions[psk].data = try randomOfferedPsks(hello.extensions[psk].data)
+        }
+        raw = hello.serialized()
+        var records = first.sessionID.isEmpty ? [] : [tlsContentTypeChangeCipherSpec, 0x03, 0x03, 0x00, 0x01, 0x01]
+        var offset = 0
+        while offset < raw.count {
+            let piece = min(raw.count - offset, 1 << 14)
+            records += [tlsContentTypeHandshake, 0x03, 0x03] + uint16Bytes(piece) + raw[offset..<offset + piece]
+            offset += piece
+        }
+        bytes = records
+        random = first.random
+        sessionID = first.sessionID
+        self.keys = keys
+        uncomputableGroups = []
+    }
+
     private init(hello: HelloFields, framing: RecordFraming, keys: [MirrorKey], uncomputable: [UInt16]) {
         raw = hello.serialized()
         bytes = framing.frame(raw)

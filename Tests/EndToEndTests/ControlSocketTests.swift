@@ -68,10 +68,10 @@ import TestSupport
         let genuine = try Upstream("leaf-ec256", name: "genuine", tls: "1.3")
         let rogue = try Upstream("rogue-leaf", name: "rogue", tls: "1.3")
         defer { genuine.stop(); rogue.stop() }
-        // A guesser: of the connections that come together (the probe, the tunnel's, the mirror's) it
-        // takes the second, once; curl's key log opens the tunnel's, so the two looks with the
-        // client's hello disagree whichever was taken: a caught interception.
-        var attacker: Interceptor? = try Interceptor(genuine: genuine.port, rogue: rogue.port, strategy: .order(.nth(2)), limit: 1)
+        // A guesser: it takes the second connection, once: after the probe, the tunnel's or the
+        // mirror's (whichever came first); curl's key log opens the tunnel's, so the two looks
+        // with the client's hello disagree whichever was taken: a caught interception.
+        var attacker: Interceptor? = try Interceptor(genuine: genuine.port, rogue: rogue.port, strategy: .every(2), limit: 1)
         let port = attacker!.port
         let keyLog = try memoryDirectory() + "/keylog"
         defer { try? FileManager.default.removeItem(atPath: (keyLog as NSString).deletingLastPathComponent) }

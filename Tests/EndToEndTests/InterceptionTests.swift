@@ -468,6 +468,32 @@ import TestSupport
         Self.expectRefusedEveryTimeByTheMirror(scene, attempts)
     }
 
+    /// A balancer whose two backends prefer different groups (one has only P-384): of a tunnel's
+    /// connection and its mirror, one reaches each backend, so one of them gets a HelloRetryRequest
+    /// and the other not. When the mirror gets it, it answers as the client would (RFC 8446
+    /// §4.1.2); when the client gets it, the mirror mirrors its second hello. Every tunnel gets
+    /// its body, verified by the mirror, nothing refused.
+    @Test func aBalancerWhoseBackendsPreferOtherGroupsPassesEveryTunnel() throws {
+        let x25519 = try Upstream("leaf-ec256", name: "x25519 backend", tls: "1.3")
+        defer { x25519.stop() }
+        let p384 = try Upstream("leaf-ec256", name: "p384 backend", tls: "1.3", extra: ["--groups", "secp384r1"])
+        defer { p384.stop() }
+        // Every second connection to the P-384 backend: whatever the order, the pair splits.
+        let balancer = try Interceptor(genuine: x25519.port, rogue: p384.port, strategy: .every(2))
+        defer { balancer.stop() }
+        let proxy = try ProxyProcess(config: policy(ports: [balancer.port], rules: Self.rules))
+        for attempt in 1...8 {
+            let body = try curl(proxy: proxy.port, host: Self.host, port: balancer.port).body
+            #expect(["hello from x25519 backend\n", "hello from p384 backend\n"].contains(body), "attempt \(attempt): \(body)")
+        }
+        let closed = proxy.events("tunnel_closed", count: 8)
+        #expect(closed.count == 8 && closed.allSatisfy { $0["verify"] == "probe+mirror" }, "\(closed)")
+        #expect(proxy.events("tunnel_refused").isEmpty && proxy.events("interception_suspected").isEmpty, "\(proxy.log)")
+        // Both kinds happened: a retry the mirror answered itself and one the client answered.
+        let retried = balancer.entries.filter { $0.decision == .rogue }.count
+        #expect(retried >= 8, "\(balancer.entries.count) connections")
+    }
+
     // MARK: 7. Resumption
 
     /// openssl s_client through pinproxy with no key log, saving (`-sess_out`) or resuming

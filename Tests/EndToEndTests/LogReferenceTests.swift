@@ -26,15 +26,20 @@ import TestSupport
         let rogue = try Upstream("rogue-leaf", name: "rogue", port: good.port, extra: ["--bind", "127.0.0.2"])
         let rotated = try Upstream("leaf-rotated", name: "rotated", port: good.port, extra: ["--bind", "127.0.0.3"])
         let plain = try PlainHTTPTests.server()
-        // A selective interceptor on TLS 1.3: the probe reaches the genuine server, the tunnel and
-        // its mirror the rogue one (interception_suspected, then quarantine_lifted a second later).
+        // A selective interceptor on TLS 1.3: the probe reaches the genuine server, the tunnel, its
+        // mirror and the confirming look the rogue one (confirming_look outcome=same_chain).
         let genuine13 = try Upstream("leaf-ec256", name: "genuine 1.3", tls: "1.3")
         let rogue13 = try Upstream("rogue-leaf", name: "rogue 1.3", tls: "1.3")
         let interceptor = try Replayer(genuine: genuine13.port, abort: "none", then: rogue13.port)
+        // Every second connection to the rogue server: with two mirrors, one hello's looks are
+        // shown two chains (or, when the client's copy was the genuine one, both mirrors the rogue
+        // chain and the confirming look the genuine one): interception_suspected.
+        let guesser = try Interceptor(genuine: genuine13.port, rogue: rogue13.port, strategy: .every(2))
+        defer { guesser.stop() }
         let config = """
             version: 1
             proxy:
-              allowed_ports: [\(good.port), \(interceptor.port)]
+              allowed_ports: [\(good.port), \(interceptor.port), \(guesser.port)]
               allowed_plain_ports: [\(plain.port)]
               deny_destinations: [link-local]
               dns: { nameservers: [], hosts_file: none }
@@ -47,12 +52,16 @@ import TestSupport
               y.api.pinproxy.test: 127.0.0.3
               free.pinproxy.test: 127.0.0.1
               mitm.api.pinproxy.test: 127.0.0.1
+              caught.pinproxy.test: 127.0.0.1
             deny: ["\(Pins.leafRotated)"]
             rules:
               - host: api.pinproxy.test
                 pins: [{ pin: "\(Pins.leafEC)", label: leaf }, "\(Pins.intermediate)"]
               - host: "*.api.pinproxy.test"
                 pins: [{ pin: "\(Pins.leafEC)", at: leaf, label: leaf }]
+              - host: caught.pinproxy.test
+                pins: [{ pin: "\(Pins.leafEC)", at: leaf, label: leaf }]
+                mirror_checks: 2
             debug:
               until: "\(RFC3339Text.inSeconds(3600))"
               hosts: [x.api.pinproxy.test]
@@ -74,7 +83,9 @@ import TestSupport
         _ = try rawExchange(port: proxy.port, send: Array("GET http://free.pinproxy.test:\(plain.port)/hello HTTP/1.1\r\nConnection: close\r\n\r\n".utf8))  // forwarded
         _ = try rawExchange(port: proxy.port, send: Array("GET http://api.pinproxy.test/ HTTP/1.1\r\n\r\n".utf8))  // rejected: a pinned host over plain HTTP
         #expect(proxy.waitFor("tunnel_closed") { $0["host"] == "free.pinproxy.test" } != nil)
-        _ = try curl(proxy: proxy.port, host: "mitm.api.pinproxy.test", port: interceptor.port)  // refused (mirror), suspected
+        _ = try curl(proxy: proxy.port, host: "mitm.api.pinproxy.test", port: interceptor.port)  // refused (mirror), confirmed
+        #expect(proxy.waitFor("confirming_look") != nil)
+        _ = try curl(proxy: proxy.port, host: "caught.pinproxy.test", port: guesser.port)  // refused (mirror), suspected
         #expect(proxy.waitFor("interception_suspected") != nil)
         #expect(proxy.waitFor("quarantine_lifted") != nil)
         let original = try String(contentsOfFile: proxy.configPath, encoding: .utf8)

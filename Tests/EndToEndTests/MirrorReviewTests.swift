@@ -93,10 +93,10 @@ import TestSupport
     @Test func whileQuarantinedATLS13TunnelWithoutAKeyLineIsRefused() throws {
         let genuine = try Upstream("leaf-ec256", name: "genuine", tls: "1.3")
         let rogue = try Upstream("rogue-leaf", name: "rogue", tls: "1.3")
-        // A guesser caught: of the connections that come together (the probe, then the tunnel's and
-        // the mirror's) it takes the second, once: the tunnel's or the mirror's. curl's key log
-        // opens the tunnel's, so two looks with one hello disagree, whichever it took.
-        var attacker: Interceptor? = try Interceptor(genuine: genuine.port, rogue: rogue.port, strategy: .order(.nth(2)), limit: 1)
+        // A guesser caught: it takes the second connection, once: after the probe, the tunnel's or
+        // the mirror's. curl's key log opens the tunnel's, so two looks with one hello disagree,
+        // whichever it took.
+        var attacker: Interceptor? = try Interceptor(genuine: genuine.port, rogue: rogue.port, strategy: .every(2), limit: 1)
         let port = attacker!.port
         let keyLog = try memoryDirectory() + "/keylog"
         defer { try? FileManager.default.removeItem(atPath: (keyLog as NSString).deletingLastPathComponent) }

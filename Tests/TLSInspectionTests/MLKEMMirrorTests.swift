@@ -368,4 +368,36 @@ func serverShareOffset(_ bytes: [UInt8], group: UInt16, length: Int) -> Int? {
         #expect(shares.first?.key.count == (expectedGroup == 0x11EC ? 1216 : 1249))
         #expect(shares.first?.key != keyShares(second.raw).first?.key)
     }
+
+    /// The client's own connection got no HelloRetryRequest (a balancer's other backend), the
+    /// mirror's did: the mirror sends the second hello the client would have sent (RFC 8446
+    /// §4.1.2: one fresh share of the asked group, early_data gone, the cookie echoed; a
+    /// ChangeCipherSpec first in middlebox compatibility mode), and a real server verifies it.
+    @Test(arguments: ["secp384r1", "SecP256r1MLKEM768", "X25519MLKEM768"])
+    func aHelloRetryTheClientDidNotGetIsAnsweredByTheMirror(_ asked: String) throws {
+        // OpenSSL 4.0 offering X25519 first and the asked group second, with a share for X25519 only.
+        let bytes = try Self.capturedHello(groups: "X25519:\(asked)")
+        var reader = ClientFlightReader()
+        let first = try #require(try reader.feed(bytes))
+        let mirror = try MirrorHello(of: first, records: bytes[..<reader.bytesConsumed])
+        #expect(mirror.computableGroups == [0x001D])
+        let server = try Self.server(groups: asked)
+        defer { server.stop() }
+        let run = try runMirror(port: server.port, mirror)
+        guard case .verified(let flight) = run.verdict else {
+            Issue.record("\(asked): not verified: \(run.verdict)")
+            return
+        }
+        let sameChain = flight.chain == (try chainDER("leaf-ec256.chain.pem"))
+        #expect(sameChain)
+        let sent = try #require(run.secondHello)
+        // After the CCS (the first hello had a session id), one handshake record.
+        #expect(Array(sent.prefix(6)) == [20, 3, 3, 0, 1, 1] && sent[6] == 22)
+        var mirrorReader = ClientFlightReader()
+        _ = try #require(try mirrorReader.feed(mirror.bytes))
+        let second = try #require(try mirrorReader.readSecondHello(sent))
+        let expectedGroup: UInt16 = switch asked { case "secp384r1": 0x0018; case "X25519MLKEM768": 0x11EC; default: 0x11EB }
+        #expect(keyShares(second.raw).map(\.group) == [expectedGroup])
+        #expect(second.random == mirror.random && second.random != first.random)
+    }
 }

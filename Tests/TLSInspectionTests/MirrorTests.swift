@@ -272,8 +272,9 @@ func runMirror(port: UInt16, _ hello: MirrorHello, after: [UInt8] = [], second: 
         switch run.verdict {
         case .pending: continue
         case .helloRetry:
-            let client = try #require(second)
-            let bytes = try handshake.secondHello(mirroring: client.hello, records: secondRecords)
+            // With no client's second hello, the mirror answers the retry as a client would.
+            let bytes = try second.map { try handshake.secondHello(mirroring: $0.hello, records: secondRecords) }
+                ?? handshake.secondHelloAnsweringRetry()
             run.secondHello = bytes
             send(bytes)
         default:

@@ -298,7 +298,11 @@ final class Worker: @unchecked Sendable {
     /// alone (it is refused either way) and no incident is concluded from it.
     func confirm(_ confirmation: StreamCheck.Confirmation, dialling addresses: [SocketAddress], hop: ParentHop?, connectTimeout: Double,
                  timeout: Double, record: DecisionRecord) {
-        guard let authority = record.authority, confirmingLooks[authority] == nil, confirmingLooks.count < Self.maxConfirmingLooks else { return }
+        guard let authority = record.authority else { return }
+        // The cached probe chain no longer speaks for what this server shows (its key changed, or
+        // someone answers for it): the next CONNECT probes again, whatever the look concludes.
+        probes.forget(target: authority)
+        guard confirmingLooks[authority] == nil, confirmingLooks.count < Self.maxConfirmingLooks else { return }
         let failed = confirmation.failed
         confirmingLooks[authority] = ConfirmingLook(
             loop: loop, addresses: addresses, hop: hop, connectTimeout: connectTimeout, timeout: timeout, hello: confirmation.hello,

@@ -71,7 +71,14 @@ final class ConfirmingLook {
         case .pending:
             return
         case .helloRetry:
-            finish(.undecided("the server asked the confirming look for another key share"))
+            // No client here to mirror a second hello from: the one a client would send.
+            do {
+                let second = try reading.secondHelloAnsweringRetry()
+                handshake = reading
+                connection.send(second, order: .beforeClient)
+            } catch {
+                finish(.undecided("the confirming look cannot answer the server's HelloRetryRequest: \(error)"))
+            }
         case .tls12(let chain):
             conclude(chain, delivered: .none)
         case .verified(let flight):

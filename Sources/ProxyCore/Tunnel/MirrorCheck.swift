@@ -54,6 +54,9 @@ final class MirrorCheck {
     private var secondFlight: [UInt8] = []
     /// The mirror's server asked for another group by a HelloRetryRequest.
     private var retried = false
+    /// The tunnel's server answered the client's hello without a HelloRetryRequest: a retry the
+    /// mirror gets is answered by the mirror itself.
+    private var tunnelGotNoRetry = false
     private var deadline: Timer?
     /// Called once when the mirror decides, on a loop turn after the decision.
     var onProgress: ((Progress) -> Void)?
@@ -158,7 +161,11 @@ final class MirrorCheck {
             break
         case .helloRetry:
             phase = .awaitingSecondHello(handshake)
-            if let second = secondHello { retry(with: second) }
+            if let second = secondHello {
+                retry(with: second)
+            } else if tunnelGotNoRetry {
+                answerRetryItself()
+            }
         case .tls12(let chain):
             decide(.shown(chain: chain, version: 0x0303, delivered: .none))  // TLS-extension SCTs of a 1.2 mirror are not kept
         case .verified(let flight):
@@ -195,12 +202,27 @@ final class MirrorCheck {
         }
     }
 
-    /// The tunnel's server answered with its real ServerHello. A mirror still waiting for the
-    /// client's second hello will not get one: the server asked the mirror for another key share
-    /// but not the client, which it does not do for two copies of one hello.
+    /// The tunnel's server answered with its real ServerHello. A mirror waiting for the client's
+    /// second hello (or that gets a retry later) will not get one: the server asked the mirror for
+    /// another key share but not the client. Behind a balancer whose backends prefer different
+    /// groups that is an ordinary answer, so the mirror answers the retry as the client would
+    /// (RFC 8446 §4.1.2) and reads on; what it is then shown is judged as any mirror's.
     func tunnelAnswered() {
+        tunnelGotNoRetry = true
         guard case .awaitingSecondHello = phase, secondHello == nil else { return }
-        decide(.lost("the server sent the mirror a HelloRetryRequest but not the client"))
+        answerRetryItself()
+    }
+
+    private func answerRetryItself() {
+        guard case .awaitingSecondHello(var handshake) = phase else { return }
+        do {
+            let bytes = try handshake.secondHelloAnsweringRetry()
+            retried = true
+            phase = .reading(handshake)
+            connection.send(bytes, order: .beforeClient)  // no client's bytes to go with
+        } catch {
+            decide(.lost("the server sent the mirror a HelloRetryRequest but not the client, and the mirror cannot answer it: \(error)"))
+        }
     }
 
     // MARK: the client's bytes after its first hello

@@ -51,11 +51,24 @@ final class StreamCheck {
     }
     /// What the check found so far.
     var summary: StreamSummary
-    /// The proved chains of the looks that carried this tunnel's ClientHello.
-    var sameHello = SameHelloLooks()
-    /// A failing look's confirmation, waiting for the other looks with the same hello still under
-    /// way (a mirror, the key log): one of them passing is the incident without a confirming look.
-    var awaitingConfirmation: Confirmation?
+    /// What the looks with this tunnel's ClientHello showed, made at its first judged chain: a
+    /// tunnel never judged in the stream (unpinned, or before its first flight) does not carry it.
+    final class Looks {
+        /// The proved chains of the looks that carried this tunnel's ClientHello.
+        var sameHello = SameHelloLooks()
+        /// A failing look's confirmation, waiting for the other looks with the same hello still
+        /// under way (a mirror, the key log): one of them passing is the incident without a
+        /// confirming look.
+        var awaitingConfirmation: Confirmation?
+    }
+
+    private var madeLooks: Looks?
+    private var looks: Looks {
+        if let madeLooks { return madeLooks }
+        let made = Looks()
+        madeLooks = made
+        return made
+    }
     /// What the check reads the flights with, made at the tunnel's first byte: a tunnel that has
     /// sent nothing yet does not carry its readers.
     final class Reading {
@@ -369,12 +382,12 @@ final class StreamCheck {
             let detail = failing(reason)
             var refusal = StreamRefusal(reason: .policy(reason), detail: detail, stage: stage)
             refusal.alertClient = true
-            act(on: sameHello.failed(SameHelloLooks.FailedLook(stage: stage, reason: .policy(reason), detail: detail, judged: judged)))
+            act(on: looks.sameHello.failed(SameHelloLooks.FailedLook(stage: stage, reason: .policy(reason), detail: detail, judged: judged)))
             return .refuse(refusal)
         case .bypassed(let reason, let basis):
             overlook(StreamSummary.Overlooked(reason: .policy(reason), detail: failing(reason), basis: basis, stage: stage))
         case .allowed, .unpinned:
-            act(on: sameHello.passed(ders))
+            act(on: looks.sameHello.passed(ders))
             if stage == .stream { summary.verifiedBy = verification }  // a mirror's word counts once every mirror has spoken
         }
         return nil
@@ -387,24 +400,24 @@ final class StreamCheck {
         case .none:
             return
         case .disagreement(let failed, let passed):
-            awaitingConfirmation = nil
+            looks.awaitingConfirmation = nil
             let detail = "\(failed.detail), while another look with the same ClientHello was shown a chain that passes (leaf \(Self.leafPin(passed)))"
             notify?(.caught(InterceptionCatch(stage: failed.stage, reason: failed.reason, detail: detail, chain: failed.judged.der), judged: failed.judged))
         case .unconfirmed(let failed):
             guard case .pinned(let rule, _) = context.pinning, let hello = madeReading?.hello else { return }
             let judge = LookJudge(snapshot: context.snapshot, rule: rule, target: context.authority.target, debugBypassEnabled: context.debugBypassEnabled)
-            awaitingConfirmation = Confirmation(failed: failed, hello: hello.hello, records: hello.records, judge: judge)
+            looks.awaitingConfirmation = Confirmation(failed: failed, hello: hello.hello, records: hello.records, judge: judge)
             confirmWhenSettled()
         }
     }
 
     /// Sends the awaiting confirmation once no other look with the same hello is under way.
     func confirmWhenSettled() {
-        guard let confirmation = awaitingConfirmation else { return }
+        guard let confirmation = madeLooks?.awaitingConfirmation else { return }
         if let checks = phase.tls13Checks, checks.mirrors.contains(where: { $0.progress == .pending }) || checks.keyLog?.holding == true {
             return
         }
-        awaitingConfirmation = nil
+        madeLooks?.awaitingConfirmation = nil
         notify?(.unconfirmed(confirmation))
     }
 
