@@ -54,7 +54,7 @@ extension StreamCheck {
         defer { confirmWhenSettled() }
         guard case .tls13Held(let hellos, let checks) = phase else { return }
         let answer = tls13Answer(progress, hellos, checks, .now)
-        if answer != .hold { decide?(.upstream, answer) }
+        if answer != .hold { deliver(answer) }
     }
 
     /// What the TLS 1.3 checks' progress means for the server's held bytes. The key log speaks for
@@ -119,7 +119,7 @@ extension StreamCheck {
         confirmWhenSettled()
         guard case .tls13Held(let hellos, let checks) = phase else { return }
         let answer = tls13Answer(checks.keyLog?.declaredMissing == true ? .missing : .pending, hellos, checks, .now)
-        if answer != .hold { decide?(.upstream, answer) }
+        if answer != .hold { deliver(answer) }
     }
 
     /// The mirror passed long ago and the tunnel's server still has not answered: no tunnel waits
@@ -128,7 +128,7 @@ extension StreamCheck {
         guard case .awaitingServerHello(_, let checks) = phase else { return }
         checks.stop()
         phase = .done
-        decide?(.upstream, refuse(.mirrorLost, detail, .now, stage: .mirror))
+        deliver(refuse(.mirrorLost, detail, .now, stage: .mirror))
     }
 
     /// What a mirror found, judged once: its chain under the rule, as a stream chain is.

@@ -105,7 +105,15 @@ final class StreamCheck {
 
     func inspect(_ side: TunnelSide, _ bytes: UnsafeRawBufferPointer, at now: Date = Date()) -> Inspection {
         if context.isPinned && TestFault.stream.isInjected { return refuse(.malformedTLS, "the flight could not be read: \(TestFault.detail)", now) }
-        return side == .client ? client(bytes, now) : server(bytes, now)
+        let answer = side == .client ? client(bytes, now) : server(bytes, now)
+        if case .refuse = answer { sendAwaitingConfirmation() }
+        return answer
+    }
+
+    /// The check's word on the server's held bytes, after they arrived.
+    func deliver(_ answer: Inspection) {
+        if case .refuse = answer { sendAwaitingConfirmation() }
+        decide?(.upstream, answer)
     }
 
     /// A reload the open tunnel survived: what the check has still to judge (a TLS 1.2 Certificate, a
@@ -413,10 +421,17 @@ final class StreamCheck {
 
     /// Sends the awaiting confirmation once no other look with the same hello is under way.
     func confirmWhenSettled() {
-        guard let confirmation = madeLooks?.awaitingConfirmation else { return }
         if let checks = phase.tls13Checks, checks.mirrors.contains(where: { $0.progress == .pending }) || checks.keyLog?.holding == true {
             return
         }
+        sendAwaitingConfirmation()
+    }
+
+    /// Sends the awaiting confirmation now: also when the tunnel is about to be refused, whose end
+    /// stops the looks still under way (they will not speak), and after which the session no
+    /// longer has the tunnel to start it from.
+    private func sendAwaitingConfirmation() {
+        guard let confirmation = madeLooks?.awaitingConfirmation else { return }
         madeLooks?.awaitingConfirmation = nil
         notify?(.unconfirmed(confirmation))
     }
