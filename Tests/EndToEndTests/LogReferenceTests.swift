@@ -52,14 +52,14 @@ import TestSupport
               y.api.pinproxy.test: 127.0.0.3
               free.pinproxy.test: 127.0.0.1
               mitm.api.pinproxy.test: 127.0.0.1
-              caught.pinproxy.test: 127.0.0.1
+              caught.api.pinproxy.test: 127.0.0.1
             deny: ["\(Pins.leafRotated)"]
             rules:
               - host: api.pinproxy.test
                 pins: [{ pin: "\(Pins.leafEC)", label: leaf }, "\(Pins.intermediate)"]
               - host: "*.api.pinproxy.test"
                 pins: [{ pin: "\(Pins.leafEC)", at: leaf, label: leaf }]
-              - host: caught.pinproxy.test
+              - host: caught.api.pinproxy.test
                 pins: [{ pin: "\(Pins.leafEC)", at: leaf, label: leaf }]
                 mirror_checks: 2
             debug:
@@ -85,7 +85,7 @@ import TestSupport
         #expect(proxy.waitFor("tunnel_closed") { $0["host"] == "free.pinproxy.test" } != nil)
         _ = try curl(proxy: proxy.port, host: "mitm.api.pinproxy.test", port: interceptor.port)  // refused (mirror), confirmed
         #expect(proxy.waitFor("confirming_look") != nil)
-        _ = try curl(proxy: proxy.port, host: "caught.pinproxy.test", port: guesser.port)  // refused (mirror), suspected
+        _ = try curl(proxy: proxy.port, host: "caught.api.pinproxy.test", port: guesser.port)  // refused (mirror), suspected
         #expect(proxy.waitFor("interception_suspected") != nil)
         #expect(proxy.waitFor("quarantine_lifted") != nil)
         let original = try String(contentsOfFile: proxy.configPath, encoding: .utf8)
