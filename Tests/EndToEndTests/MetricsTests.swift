@@ -21,6 +21,7 @@ import TestSupport
         "keylog_watches_refused": "pinproxy_keylog_watches_refused_total", "keylog_skipped_bytes": "pinproxy_keylog_skipped_bytes_total",
         "workers": "pinproxy_workers", "interceptions_suspected": "pinproxy_interceptions_suspected_total",
         "quarantined": "pinproxy_quarantined", "resumptions_unverified": "pinproxy_resumptions_unverified_total",
+        "mirrors_unavailable": "pinproxy_mirrors_unavailable_total",
     ]
 
     struct Scrape {

@@ -47,5 +47,8 @@ import TestSupport
         let closed = try #require(proxy.waitFor("tunnel_closed"))
         #expect(closed["verify"] == "probe-only" && closed["reason"] == "mirror_unavailable", "\(closed)")
         #expect(closed["detail"] == "the client's ClientHello cannot be mirrored: mirror hello: the ClientHello has a key share in group 0x0200, which pinproxy cannot compute; a look-alike would give the mirror away, so the mirror is not sent", "\(closed)")
+        #expect(closed["level"] == "warning", "\(closed)")
+        #expect(proxy.stop() == 0)
+        #expect(proxy.events("stopped").first?["mirrors_unavailable"] == "1", "\(proxy.events("stopped"))")
     }
 }

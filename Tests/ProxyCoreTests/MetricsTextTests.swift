@@ -12,7 +12,7 @@ import Testing
         counters.bypassed = 105; counters.unpinned = 106; counters.closed = 107; counters.bytesUp = 108
         counters.bytesDown = 109; counters.closedByReload = 110; counters.liveSessionObjects = 111
         counters.silentReaped = 112; counters.reloadsSucceeded = 113; counters.reloadsFailed = 114
-        counters.interceptionsSuspected = 115; counters.unverifiedResumptions = 116
+        counters.interceptionsSuspected = 115; counters.unverifiedResumptions = 116; counters.mirrorsUnavailable = 117
         // A pin mismatch at the probe and one in the stream are one series (the line's `reason`).
         counters.refusedByReason = [.decision(.policy(.pinMismatch)): 2, .stream(.policy(.pinMismatch)): 1, .decision(.network(.dnsError)): 2,
                                     .decision(.network(.outOfFileDescriptors)): 1]
@@ -44,10 +44,10 @@ import Testing
             "closed", "bytes_up", "bytes_down", "probes", "probe_cache_hits", "live_session_objects", "silent_reaped",
             "keylog_lines", "keylog_kept", "keylog_dropped", "keylog_unparsable", "keylog_too_long", "keylog_watches",
             "keylog_watches_refused", "keylog_skipped_bytes", "workers", "interceptions_suspected", "quarantined",
-            "resumptions_unverified",
+            "resumptions_unverified", "mirrors_unavailable",
         ])
         let values = Self.sample.stats.fields.map { "\($0.0)=\($0.1.json)" }
-        #expect(values.first == "accepted=101" && values.last == "resumptions_unverified=116" && values.contains("keylog_skipped_bytes=207"))
+        #expect(values.first == "accepted=101" && values.last == "mirrors_unavailable=117" && values.contains("keylog_skipped_bytes=207"))
     }
 
     @Test func rendersTheExactText() {
@@ -122,7 +122,7 @@ import Testing
         # HELP pinproxy_workers Worker loops (proxy.workers).
         # TYPE pinproxy_workers gauge
         pinproxy_workers 4
-        # HELP pinproxy_interceptions_suspected_total Checks that caught a chain failing an enforced rule while another look passed, or a mirror flight not signed by its key (interception_suspected).
+        # HELP pinproxy_interceptions_suspected_total Looks with one ClientHello shown a passing and a failing chain, each proved by the server (interception_suspected).
         # TYPE pinproxy_interceptions_suspected_total counter
         pinproxy_interceptions_suspected_total 115
         # HELP pinproxy_quarantined Host:ports quarantined now after a caught interception.
@@ -131,6 +131,9 @@ import Testing
         # HELP pinproxy_resumptions_unverified_total Pinned TLS 1.3 tunnels that resumed a session with no key-log line (verify=resumption-unverified).
         # TYPE pinproxy_resumptions_unverified_total counter
         pinproxy_resumptions_unverified_total 116
+        # HELP pinproxy_mirrors_unavailable_total Pinned TLS 1.3 tunnels whose mirror could not be made (verify=probe-only reason=mirror_unavailable).
+        # TYPE pinproxy_mirrors_unavailable_total counter
+        pinproxy_mirrors_unavailable_total 117
         # HELP pinproxy_refusals_total Tunnel refusals by reason code (as in tunnel_refused); only reasons seen since start.
         # TYPE pinproxy_refusals_total counter
         pinproxy_refusals_total{reason="dns_error"} 2

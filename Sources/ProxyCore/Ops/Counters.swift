@@ -18,6 +18,8 @@ struct Counters: Equatable {
     var interceptionsSuspected = 0
     /// TLS 1.3 resumptions with no key-log line, let through unverified (`verify=resumption-unverified`).
     var unverifiedResumptions = 0
+    /// Pinned TLS 1.3 tunnels whose mirror could not be made (`verify=probe-only reason=mirror_unavailable`).
+    var mirrorsUnavailable = 0
 
     mutating func count(_ decision: TunnelDecision) {
         switch decision {
@@ -39,6 +41,7 @@ struct Counters: Equatable {
         case .closed(let reason, let tunnel):
             closed += 1
             if tunnel.stream?.verification == .resumptionUnverified { unverifiedResumptions += 1 }
+            if tunnel.stream?.verification == .probeOnly && tunnel.stream?.unverifiedBecause != nil { mirrorsUnavailable += 1 }
             if case .policyReload = reason { closedByReload += 1 }
             bytesUp += tunnel.bytesUp
             bytesDown += tunnel.bytesDown
@@ -63,6 +66,6 @@ struct Counters: Equatable {
     private static var summed: [WritableKeyPath<Counters, Int>] {
         [\.accepted, \.rejected, \.refused, \.allowed, \.bypassed, \.unpinned, \.closed, \.bytesUp, \.bytesDown,
          \.closedByReload, \.liveSessionObjects, \.silentReaped, \.reloadsSucceeded, \.reloadsFailed,
-         \.interceptionsSuspected, \.unverifiedResumptions]
+         \.interceptionsSuspected, \.unverifiedResumptions, \.mirrorsUnavailable]
     }
 }

@@ -80,13 +80,16 @@ enum MetricsText {
         StatsFamily(name: "pinproxy_workers", kind: .gauge, help: "Worker loops (proxy.workers).",
                     samples: [("", \.workers)]),
         StatsFamily(name: "pinproxy_interceptions_suspected_total", kind: .counter,
-                    help: "Checks that caught a chain failing an enforced rule while another look passed, or a mirror flight not signed by its key (interception_suspected).",
+                    help: "Looks with one ClientHello shown a passing and a failing chain, each proved by the server (interception_suspected).",
                     samples: [("", \.counters.interceptionsSuspected)]),
         StatsFamily(name: "pinproxy_quarantined", kind: .gauge, help: "Host:ports quarantined now after a caught interception.",
                     samples: [("", \.quarantined)]),
         StatsFamily(name: "pinproxy_resumptions_unverified_total", kind: .counter,
                     help: "Pinned TLS 1.3 tunnels that resumed a session with no key-log line (verify=resumption-unverified).",
                     samples: [("", \.counters.unverifiedResumptions)]),
+        StatsFamily(name: "pinproxy_mirrors_unavailable_total", kind: .counter,
+                    help: "Pinned TLS 1.3 tunnels whose mirror could not be made (verify=probe-only reason=mirror_unavailable).",
+                    samples: [("", \.counters.mirrorsUnavailable)]),
     ]
 
     static func render(_ sample: MetricsSample, version: String = BuildInfo.version) -> String {

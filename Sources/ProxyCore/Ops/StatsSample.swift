@@ -30,7 +30,7 @@ struct StatsSample: Equatable {
         ("keylog_watches_refused", \.keyLog.watchesRefused), ("keylog_skipped_bytes", \.keyLogSkippedBytes),
         ("workers", \.workers),
         ("interceptions_suspected", \.counters.interceptionsSuspected), ("quarantined", \.quarantined),
-        ("resumptions_unverified", \.counters.unverifiedResumptions),
+        ("resumptions_unverified", \.counters.unverifiedResumptions), ("mirrors_unavailable", \.counters.mirrorsUnavailable),
     ]
 
     /// The `stats` line's fields.
