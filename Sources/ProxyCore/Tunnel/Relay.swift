@@ -37,6 +37,9 @@ final class Relay {
     /// what it found stays, in `summary`.
     private(set) var check: StreamCheck?
     private var foundByCheck: StreamSummary?
+    /// The server closed while the check held its TLS 1.3 flight for a verdict (a key-log line, the
+    /// mirrors): its close waits behind its bytes until the check speaks.
+    private var upstreamClosedWhileHeld = false
 
     /// What the stream check found (nil: the tunnel had none): for the close line and a reload.
     var summary: StreamSummary? { check?.summary ?? foundByCheck }
@@ -223,6 +226,10 @@ final class Relay {
             if inspection == .done { self[side].inspected = false }
             forward(self[side].shown, from: side)
             move(from: side)  // what arrived since, shown to the check if it still looks
+            if side == .upstream && upstreamClosedWhileHeld && onEnd != nil {
+                upstreamClosedWhileHeld = false
+                return event(on: .upstream, Int16(BEV_EVENT_EOF), errno: 0)  // the close, behind the bytes
+            }
             goFastIfReady()
         case .refuse(let refusal):
             if refusal.alertClient { alertClient() }
@@ -297,6 +304,12 @@ final class Relay {
         if what & Int16(BEV_EVENT_EOF) != 0 {
             move(from: side)  // anything still buffered goes first
             if self[side].inspected && evbuffer_get_length(self[side].bev.input) > 0 {
+                // A server that answered 0-RTT early data may send its whole flight, its response
+                // and its close before the mirror has spoken: the close waits for the verdict.
+                if side == .upstream, check?.holdsForAVerdict == true {
+                    upstreamClosedWhileHeld = true
+                    return
+                }
                 // It hung up in the middle of a flight the check still holds: that never passes.
                 return end(.refused(StreamRefusal(reason: .malformedTLS, detail: "the \(side.rawValue) closed before its first flight was complete")))
             }

@@ -110,6 +110,13 @@ final class StreamCheck {
         return answer
     }
 
+    /// The server's held bytes wait for a verdict (a key-log line, the mirrors), not for more
+    /// bytes: a server that closes now has said all it will say, and its close can wait.
+    var holdsForAVerdict: Bool {
+        if case .tls13Held = phase { return true }
+        return false
+    }
+
     /// The check's word on the server's held bytes, after they arrived.
     func deliver(_ answer: Inspection) {
         if case .refuse = answer { sendAwaitingConfirmation() }
