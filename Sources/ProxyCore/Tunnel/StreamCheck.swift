@@ -428,7 +428,9 @@ final class StreamCheck {
 
     /// Sends the awaiting confirmation once no other look with the same hello is under way.
     func confirmWhenSettled() {
-        if let checks = phase.tls13Checks, checks.mirrors.contains(where: { $0.progress == .pending }) || checks.keyLog?.holding == true {
+        // A mirror counts as under way until its finding is noted (it is told a loop turn after
+        // it decides).
+        if let checks = phase.tls13Checks, checks.mirrors.contains(where: { $0.finding == nil }) || checks.keyLog?.holding == true {
             return
         }
         sendAwaitingConfirmation()
