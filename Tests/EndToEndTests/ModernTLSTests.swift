@@ -214,6 +214,31 @@ import TestSupport
         #expect(backends == ["backend=a", "backend=b"], "\(server.log)")
     }
 
+    // MARK: A guessing interceptor with the 2026 clients
+
+    /// A rogue server the clients trust (rogue-leaf, post-quantum too) behind an interceptor that
+    /// takes every second connection, with two mirrors: each tunnel's three copies of the client's
+    /// hello (its own and two mirrors, ML-KEM shares all) are answered rogue, genuine, rogue, so a
+    /// mirror always sees the rogue chain (no client ever gets the rogue body) and two looks with
+    /// one hello disagree (or the confirming look does): caught on the first tunnel, quarantined.
+    @Test(arguments: [Client.pyOpenSSL, .chrome])
+    func aGuessingInterceptorIsCaughtWithPostQuantumHellos(client: Client) throws {
+        let genuine = try Self.peersServer(groups: "X25519MLKEM768:X25519", backends: [("genuine", "leaf-ec256")])
+        defer { genuine.stop() }
+        let rogue = try Self.peersServer(groups: "X25519MLKEM768:X25519", backends: [("rogue", "rogue-leaf")])
+        defer { rogue.stop() }
+        let interceptor = try Interceptor(genuine: genuine.port, rogue: rogue.port, strategy: .every(2))
+        defer { interceptor.stop() }
+        let rules = apiRule(pinsLine(Pins.leafEC) + "\n    mirror_checks: 2")
+        let proxy = try ProxyProcess(config: policy(ports: [interceptor.port], rules: rules, proxy: "verify_cache_ttl: 0s"))
+        let fetched = try Self.fetch(client, proxy: proxy.port, port: interceptor.port, count: 1)
+        #expect(!fetched.lines.contains { $0.contains("peer-ok rogue") }, "\(fetched)")
+        let caught = try #require(proxy.waitFor("interception_suspected"), "\(Self.alarms(proxy))")
+        #expect(caught["stage"] == "mirror" && caught["chain.0.spki"] == Pins.rogueLeaf && caught["quarantined_until"] != nil, "\(caught)")
+        let refused = proxy.events("tunnel_refused")
+        #expect(refused.count == 1 && refused.first?["stage"] == "mirror" && refused.first?["chain.0.spki"] == Pins.rogueLeaf, "\(refused)")
+    }
+
     // MARK: With a key log
 
     /// The pyOpenSSL client writing its key log (SSLKEYLOGFILE lines from its keylog callback) and
