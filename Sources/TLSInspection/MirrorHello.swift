@@ -71,14 +71,24 @@ public struct MirrorHello: Sendable {
     /// - Parameters:
     ///   - client: the client's first ClientHello (`ClientFlightReader.feed`).
     ///   - records: the client's bytes that carried it: the tunnel's first `bytesConsumed` bytes.
-    public init(of client: ClientHello, records: some Collection<UInt8>) throws(MirrorError) {
+    ///   - tls12: a hello that offers no TLS 1.3 (no key_share) is copied too — for a confirming
+    ///     look at what a TLS ≤ 1.2 server shows it, in clear — with its session ticket replaced by
+    ///     random bytes of the same length (the server cannot resume it: a full handshake).
+    public init(of client: ClientHello, records: some Collection<UInt8>, tls12: Bool = false) throws(MirrorError) {
         let framing = try RecordFraming(records, carrying: client.raw)
         var hello = try HelloFields(client.raw)
-        guard let shares = hello.extensionIndex(tlsExtensionKeyShare) else { throw .noKeyShare }
         hello.random = randomBytes(hello.random.count)
         hello.sessionID = randomBytes(hello.sessionID.count)
         var keys: [MirrorKey] = []
         var uncomputable: [UInt16] = []
+        guard let shares = hello.extensionIndex(tlsExtensionKeyShare) else {
+            guard tls12 else { throw .noKeyShare }
+            if let ticket = hello.extensionIndex(tlsExtensionSessionTicket), !hello.extensions[ticket].data.isEmpty {
+                hello.extensions[ticket].data = randomBytes(hello.extensions[ticket].data.count)
+            }
+            self.init(hello: hello, framing: framing, keys: [], uncomputable: [])
+            return
+        }
         hello.extensions[shares].data = try mirrorKeyShares(hello.extensions[shares].data, keys: &keys, uncomputable: &uncomputable)
         if let psk = hello.extensionIndex(tlsExtensionPreSharedKey) {
             hello.extensions[psk].data = try randomOfferedPsks(hello.extensions[psk].data)

@@ -135,7 +135,7 @@ import TestSupport
 
     /// Only TLS_AES_128_CCM_8_SHA256 offered: the genuine server (OpenSSL's default TLS 1.3 suites)
     /// answers the hello, and its mirror, with a handshake_failure alert.
-    /// Today: `interception_suspected stage=mirror reason=mirror_invalid detail="mirror: malformed
+    /// Before the incident rule (a same-hello disagreement): `interception_suspected stage=mirror reason=mirror_invalid detail="mirror: malformed
     /// TLS: alert fatal handshake_failure(40)"` and a quarantine; the attacker's 24 tunnels end
     /// `tunnel_refused stage=stream reason=tls_protocol_error` (the client's own alert), the honest
     /// client's 3 `tunnel_refused stage=stream reason=quarantined`.
@@ -154,7 +154,7 @@ import TestSupport
 
     /// An ALPN the server does not speak, to a server that refuses it with `no_application_protocol`
     /// (RFC 7301 §3.2; OpenSSL's s_server -alpn, nginx, Go and node do).
-    /// Today: `interception_suspected stage=mirror reason=mirror_invalid detail="mirror: malformed
+    /// Before the incident rule (a same-hello disagreement): `interception_suspected stage=mirror reason=mirror_invalid detail="mirror: malformed
     /// TLS: alert fatal no_application_protocol(120)"` and a quarantine; the attacker's tunnels end
     /// `stage=stream reason=tls_protocol_error`, the honest client's `reason=quarantined`.
     @Test func anALPNTheServerRefusesQuarantinesNothing() throws {
@@ -177,7 +177,7 @@ import TestSupport
     }
 
     /// TLS 1.3: the mirror is shown the RSA chain.
-    /// Today: `interception_suspected stage=mirror reason=pin_mismatch` (chain.0.spki the RSA key,
+    /// Before the incident rule (a same-hello disagreement): `interception_suspected stage=mirror reason=pin_mismatch` (chain.0.spki the RSA key,
     /// probe_chain.0.spki the pinned ECDSA one) and a quarantine; the attacker's tunnels end
     /// `stage=mirror reason=pin_mismatch` (a few) or `stage=stream reason=quarantined` (the rest,
     /// whichever the tunnel's answer met first), the honest client's `reason=quarantined`.
@@ -193,7 +193,7 @@ import TestSupport
     }
 
     /// TLS 1.2: the stream check reads the RSA chain in the clear.
-    /// Today: `interception_suspected stage=stream reason=pin_mismatch` (chain.0.spki the RSA key;
+    /// Before the incident rule (a same-hello disagreement): `interception_suspected stage=stream reason=pin_mismatch` (chain.0.spki the RSA key;
     /// its `tls=TLSv1.3` is the probe's) and a quarantine; the attacker's TLS 1.2 tunnels end
     /// `stage=stream reason=pin_mismatch` (verified on their own, never quarantined), the honest
     /// client's TLS 1.3 ones `reason=quarantined`.
@@ -206,13 +206,17 @@ import TestSupport
                              ["-servername", Self.host, "-tls1_2", "-sigalgs", "RSA+SHA256:RSA+SHA384:RSA-PSS+SHA256"])
         }
         try Self.expectNoIncident(proxy, attacker: attacker, honest: Self.honestCurl(proxy, port: server.port))
+        // The TLS 1.2 hello (no key_share) was sent again by a confirming look, and shown the RSA
+        // certificate again, in clear: the server's own answer to it.
+        let confirmed = proxy.events("confirming_look")
+        #expect(!confirmed.isEmpty && confirmed.allSatisfy { $0["outcome"] == "same_chain" && $0["stage"] == "stream" }, "\(confirmed)")
     }
 
     // MARK: 4. Another virtual host under an ip: rule
 
     /// `ip: 127.0.0.1` pins the server's default certificate (leaf-ip); the attacker CONNECTs to the
     /// address and names another of the server's virtual hosts (other.pinproxy.test, held by no
-    /// rule) in its SNI. Today: `interception_suspected host=127.0.0.1 stage=mirror
+    /// rule) in its SNI. Before the incident rule (a same-hello disagreement): `interception_suspected host=127.0.0.1 stage=mirror
     /// reason=hostname_mismatch detail="… IP address mismatch"` (chain.0.spki leaf-other-name's)
     /// and a quarantine; the attacker's tunnels end `stage=mirror reason=hostname_mismatch` or
     /// `stage=stream reason=quarantined`, the honest client's `reason=quarantined`.
@@ -232,7 +236,7 @@ import TestSupport
 
     /// SNI `API.PINPROXY.TEST` (pinproxy's names are case-insensitive, so the SNI check passes) to
     /// a server that matches virtual-host names exactly: the hello lands on its default host
-    /// (other.pinproxy.test). Today: `interception_suspected stage=mirror reason=hostname_mismatch`
+    /// (other.pinproxy.test). Before the incident rule (a same-hello disagreement): `interception_suspected stage=mirror reason=hostname_mismatch`
     /// (chain.0.spki leaf-other-name's) and a quarantine; the attacker's tunnels end
     /// `stage=mirror reason=hostname_mismatch` or `stage=stream reason=quarantined`, the honest
     /// client's `reason=quarantined`.
@@ -250,7 +254,7 @@ import TestSupport
     // MARK: 6. The ACME challenge certificate
 
     /// ALPN `acme-tls/1` (RFC 8737): the server answers it with its self-signed challenge
-    /// certificate. Today: `interception_suspected stage=mirror reason=chain_invalid
+    /// certificate. Before the incident rule (a same-hello disagreement): `interception_suspected stage=mirror reason=chain_invalid
     /// detail="… self-signed certificate"` and a quarantine; the attacker's tunnels end
     /// `stage=mirror reason=chain_invalid` or `stage=stream reason=quarantined`, the honest
     /// client's `reason=quarantined`.
@@ -272,7 +276,7 @@ import TestSupport
     /// not hold yet) while the probe's chain is cached: every tunnel is refused `pin_mismatch`
     /// (the first by its mirror, on the cached probe's word; later ones by the mirror or the probe),
     /// and no incident; once the pinned key is back, tunnels pass at once (no quarantine).
-    /// Today: the refusals are as said (`stage=mirror`, then 5 by the probe, no stage), but the first
+    /// Before the incident rule (a same-hello disagreement): the refusals are as said (`stage=mirror`, then 5 by the probe, no stage), but the first
     /// is also `interception_suspected stage=mirror reason=pin_mismatch` (chain.0.spki leaf-rotated's)
     /// with a quarantine: the pinned key back, the tunnels are refused `quarantined`.
     @Test func aServerKeyChangeUnderAWarmCacheQuarantinesNothing() throws {

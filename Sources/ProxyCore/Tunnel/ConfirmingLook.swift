@@ -41,7 +41,7 @@ final class ConfirmingLook {
         connection = MirrorConnection(loop: loop, addresses: addresses, perAddress: connectTimeout, total: timeout, through: hop)
         let mirror: MirrorHello
         do {
-            mirror = try MirrorHello(of: hello, records: records)
+            mirror = try MirrorHello(of: hello, records: records, tls12: true)
         } catch {
             finishLater(loop, .undecided("the client's ClientHello cannot be mirrored: \(error)"))
             return
