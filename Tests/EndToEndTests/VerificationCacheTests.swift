@@ -55,4 +55,32 @@ import TestSupport
         #expect(refused.last?["stage"] == nil && refused.last?.refusal == .policy(.pinMismatch) && refused.last?["cached"] == "false")
         #expect(proxy.events("tunnel_allowed", count: 2).map { $0["cached"] ?? "?" } == ["false"])
     }
+
+    /// Workers agree: a refusal on one worker drops the chain every worker cached for that
+    /// host:port. After a legitimate key change to a key not yet pinned, the first CONNECT is
+    /// admitted on its worker's cached chain and refused when its mirror meets the new chain
+    /// (the same chain again on a confirming look: no incident); every CONNECT after it, on either
+    /// worker, probes afresh and gets a clean 502 at the probe, never the other worker's cached
+    /// verdict (which used to end in a mirror's refusal, and before the incident rule in a quarantine).
+    @Test func aRefusalOnOneWorkerDropsEveryWorkersCachedChain() throws {
+        var server = try Upstream("leaf-ec256", name: "good")
+        let port = server.port
+        let proxy = try ProxyProcess(config: policy(ports: [port], rules: Self.apiPinned, proxy: "workers: 2"))
+        for _ in 0..<2 { #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: port).body == "hello from good\n") }
+        #expect(proxy.events("tunnel_allowed", count: 2).map { "\($0["worker"] ?? "?")/\($0["cached"] ?? "?")" } == ["0/false", "1/false"])
+
+        server.stop()
+        server = try Upstream("leaf-rotated", name: "rotated", port: port)
+        defer { server.stop() }
+        let first = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: port)
+        #expect(first.connectStatus == 200 && !first.body.contains("rotated"))
+        for _ in 0..<3 { #expect(try curl(proxy: proxy.port, host: "api.pinproxy.test", port: port).connectStatus == 502) }
+        let refused = proxy.events("tunnel_refused", count: 4)
+        #expect(refused.first?["stage"] == "mirror" && refused.first?.refusal == .stream(.policy(.pinMismatch)), "\(refused.first ?? [:])")
+        // Round robin: the second and fourth land on the worker that did not refuse the first.
+        #expect(refused.dropFirst().map { "\($0["cached"] ?? "?")/\($0["stage"] ?? "probe")/\($0["reason"] ?? "?")" }
+                == Array(repeating: "false/probe/pin_mismatch", count: 3), "\(refused)")
+        #expect(proxy.waitFor("confirming_look")?["outcome"] == "same_chain")
+        #expect(proxy.events("interception_suspected").isEmpty)
+    }
 }

@@ -80,4 +80,37 @@ import Testing
         #expect(cache.order.count <= 2 * cache.capacity)
         #expect(cache.lookup(Self.key("a.test"), at: Self.at(1_000), storedWithin: .seconds(60))?.tlsVersion?.wire == 999)
     }
+
+    /// What one worker forgets, every worker's cache forgets: an entry stored before the host:port
+    /// was forgotten is not found, one stored after it is; other host:ports and ports keep theirs.
+    @Test func aForgottenHostPortHidesEveryEntryStoredBefore() {
+        let book = ForgottenChains()
+        var cache = ProbeCache(capacity: 8)
+        cache.store(Self.seen(0xa), for: Self.key("a.test"), at: Self.at(0), until: Self.at(60))
+        cache.store(Self.seen(0xb), for: Self.key("b.test"), at: Self.at(0), until: Self.at(60))
+        cache.store(Self.seen(0xc), for: Self.key("a.test", port: 8443), at: Self.at(0), until: Self.at(60))
+        book.forget(Authority(target: .name("a.test"), port: 443), at: Self.at(5))
+        func found(_ key: ProbeHub.Key) -> UInt16? {
+            cache.lookup(key, at: Self.at(6), storedWithin: .seconds(60), unless: { book.isForgotten(key, storedAt: $0) })?.tlsVersion?.wire
+        }
+        #expect(found(Self.key("a.test")) == nil)
+        #expect(found(Self.key("b.test")) == 0xb && found(Self.key("a.test", port: 8443)) == 0xc)
+        cache.store(Self.seen(0xd), for: Self.key("a.test"), at: Self.at(7), until: Self.at(60))
+        #expect(found(Self.key("a.test")) == 0xd)
+    }
+
+    /// An IP literal is forgotten by its address; past its capacity the book drops its oldest
+    /// host:port and forgets everything stored up to then instead (a probe more, never a stale chain).
+    @Test func theBookIsBoundedByForgettingMore() {
+        let book = ForgottenChains(capacity: 2)
+        let literal = ProbeHub.Key(serverName: nil, port: 443, addresses: [IPAddress("127.0.0.2")!])
+        book.forget(Authority(target: .ip(IPAddress("127.0.0.2")!), port: 443), at: Self.at(1))
+        #expect(book.isForgotten(literal, storedAt: Self.at(1)) && !book.isForgotten(literal, storedAt: Self.at(2)))
+        #expect(!book.isForgotten(Self.key("c.test"), storedAt: Self.at(0)))
+        book.forget(Authority(target: .name("a.test"), port: 443), at: Self.at(2))
+        book.forget(Authority(target: .name("b.test"), port: 443), at: Self.at(3))
+        #expect(book.count == 2)
+        #expect(book.isForgotten(Self.key("c.test"), storedAt: Self.at(1)) && !book.isForgotten(Self.key("c.test"), storedAt: Self.at(2)))
+        #expect(book.isForgotten(Self.key("b.test"), storedAt: Self.at(3)))
+    }
 }

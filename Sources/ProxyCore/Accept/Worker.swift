@@ -23,6 +23,8 @@ final class Worker: @unchecked Sendable {
         let keyLogIntake: KeyLogIntake?
         /// The host:ports where a check caught an interception.
         let quarantine: Quarantine
+        /// The host:ports whose cached probe chains no worker may use any more (a refusal on one).
+        let forgottenChains = ForgottenChains()
         /// How many workers share the accepted connections.
         let workerCount: Int
     }
@@ -45,7 +47,7 @@ final class Worker: @unchecked Sendable {
     let tally = Locked(Tally())
     private(set) lazy var resolver = Resolver(loop: loop, settings: snapshot.policy.proxy.dns, deadline: snapshot.policy.proxy.dnsTimeout)
     private lazy var probes: ProbeHub = {
-        let hub = ProbeHub(loop: loop)
+        let hub = ProbeHub(loop: loop, forgotten: shared.forgottenChains)
         hub.probeEnded = { [weak self, weak hub] in
             guard let self, let hub else { return }
             let latency = hub.latency

@@ -109,6 +109,8 @@ final class ProbeHub {
     }
 
     private let loop: EventLoop
+    /// What any worker forgot: a chain cached here before that is not used.
+    private let forgotten: ForgottenChains
     private let context = ProbeTLSContext()
     private var flights: [Key: Flight] = [:]
     private var cache = ProbeCache(capacity: 4096)
@@ -120,14 +122,19 @@ final class ProbeHub {
     /// Told when a probe has ended (its latency recorded): a worker copies the counters for `stats`.
     var probeEnded: (() -> Void)?
 
-    init(loop: EventLoop) { self.loop = loop }
+    init(loop: EventLoop, forgotten: ForgottenChains = ForgottenChains()) {
+        self.loop = loop
+        self.forgotten = forgotten
+    }
 
     /// Calls back with a chain a probe saw within `verify_cache_ttl` at once (inside this call), or
     /// once the probe in flight for `key` (started now if none) ends. Not `cacheable`: a probe made
     /// now (a rule without mirrors, whose TLS 1.3 tunnels rest on it), or one already in flight.
     func probe(_ key: Key, settings: ProxySettings, cacheable: Bool = true, _ callback: @escaping (ProbeResult) -> Void) -> Waiter {
         let waiter = Waiter()
-        if settings.verifyCacheTTL > 0, cacheable, var cached = cache.lookup(key, at: .now, storedWithin: .milliseconds(Int(settings.verifyCacheTTL * 1000))) {
+        let ttl = Duration.milliseconds(Int(settings.verifyCacheTTL * 1000))
+        if settings.verifyCacheTTL > 0, cacheable,
+           var cached = cache.lookup(key, at: .now, storedWithin: ttl, unless: { [forgotten] in forgotten.isForgotten(key, storedAt: $0) }) {
             cacheHits += 1
             cached.cached = true
             callback(cached)
@@ -154,7 +161,7 @@ final class ProbeHub {
                                      timeout: settings.probeTimeout) { [weak self] result in
                     guard let self else { return }
                     if case .chain = result.outcome, settings.verifyCacheTTL > 0 {
-                        cache.store(result, for: key, at: .now, until: .now + .milliseconds(Int(settings.verifyCacheTTL * 1000)))
+                        cache.store(result, for: key, at: .now, until: .now + ttl)
                     }
                     deliver(key, result)
                 }
@@ -166,9 +173,10 @@ final class ProbeHub {
     /// Forgets every cached chain (a reload: what was seen is looked at again under the new policy).
     func forgetAll() { cache.removeAll { _ in true } }
 
-    /// Forgets the cached chains for `authority` (a refusal or a caught interception: the next
-    /// CONNECT looks again instead of judging what it saw).
+    /// Forgets the cached chains for `authority`, here and on every worker (a refusal or a caught
+    /// interception: the next CONNECT looks again instead of judging what it saw).
     func forget(target authority: Authority) {
+        forgotten.forget(authority)
         cache.removeAll { key in
             guard key.port == authority.port else { return false }
             switch authority.target {
@@ -202,11 +210,13 @@ struct ProbeCache {
 
     init(capacity: Int) { self.capacity = capacity }
 
-    /// The entry for `key` if it is still valid and was stored within `ttl` (the TTL in force now:
-    /// a reload that shortens `verify_cache_ttl` applies to what is already cached).
-    mutating func lookup(_ key: ProbeHub.Key, at now: ContinuousClock.Instant, storedWithin ttl: Duration) -> ProbeResult? {
+    /// The entry for `key` if it is still valid, was stored within `ttl` (the TTL in force now:
+    /// a reload that shortens `verify_cache_ttl` applies to what is already cached) and is not
+    /// `forgotten` since it was stored.
+    mutating func lookup(_ key: ProbeHub.Key, at now: ContinuousClock.Instant, storedWithin ttl: Duration,
+                         unless forgotten: (ContinuousClock.Instant) -> Bool = { _ in false }) -> ProbeResult? {
         guard let entry = entries[key] else { return nil }
-        guard now < entry.until, now - entry.at < ttl else {
+        guard now < entry.until, now - entry.at < ttl, !forgotten(entry.at) else {
             entries[key] = nil
             return nil
         }
