@@ -58,6 +58,8 @@ final class MirrorCheck {
     /// mirror gets is answered by the mirror itself.
     private var tunnelGotNoRetry = false
     private var deadline: Timer?
+    /// The server has sent the mirror a byte.
+    private(set) var heard = false
     /// Called once when the mirror decides, on a loop turn after the decision.
     var onProgress: ((Progress) -> Void)?
     /// What the stream check made of it, once it decided (its chain judged under the rule).
@@ -113,6 +115,19 @@ final class MirrorCheck {
         }
     }
 
+    /// Still reading the server's first answer.
+    var isReading: Bool {
+        if case .reading = phase { return true }
+        return false
+    }
+
+    /// The server answered another look with this hello and left this one silent for the grace
+    /// (`StreamCheck+SilentLook`): lost now rather than at the deadline.
+    func giveUp(_ detail: String) {
+        guard isSilent else { return }
+        decide(.lost(detail))
+    }
+
     /// Stops: closes the mirror connection, drops its secrets.
     func stop() {
         phase = .decided
@@ -145,6 +160,7 @@ final class MirrorCheck {
     // MARK: the server's answer
 
     private func serverBytes(_ bytes: UnsafeRawBufferPointer) {
+        heard = true
         guard case .reading(var handshake) = phase else {
             if case .awaitingSecondHello = phase { decide(.failed("the server went on past its HelloRetryRequest before the mirror's second hello")) }
             return

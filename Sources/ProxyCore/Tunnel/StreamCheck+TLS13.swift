@@ -102,6 +102,7 @@ extension StreamCheck {
     /// client's hello (which the relay forwards when this inspection returns).
     func startMirrors(_ hello: ClientHello) -> [MirrorCheck] {
         guard let setup = context.takeMirrors() else { return [] }
+        reading.lookClock = LookClock(loop: setup.loop, timeout: setup.timeout, sentAt: .now)
         let flight = reading.hello?.records ?? []
         return setup.connections.map { connection in
             let check = MirrorCheck(connection: connection, hello: hello, flight: flight, reader: reading.clientReader, order: .random(),
@@ -116,6 +117,7 @@ extension StreamCheck {
     /// tunnel's flight is held, the held bytes get their answer.
     private func mirrorDecided(_ mirror: MirrorCheck, _ progress: MirrorCheck.Progress) {
         note(mirror, progress, .now)
+        if mirror.heard { serverAnsweredMirror() }
         confirmWhenSettled()
         guard case .tls13Held(let hellos, let checks) = phase else { return }
         let answer = tls13Answer(checks.keyLog?.declaredMissing == true ? .missing : .pending, hellos, checks, .now)

@@ -87,9 +87,14 @@ final class StreamCheck {
         var hello: (hello: ClientHello, records: [UInt8])?
         /// Server bytes held after a TLS 1.3 ServerHello with no key log, waiting for the mirrors.
         var heldForMirrors = 0
+        /// With mirrors: when the hellos went out, whether the tunnel's server has sent a byte, and
+        /// the watch for a look left silent (`StreamCheck+SilentLook`).
+        var lookClock: LookClock?
+        var tunnelAnswered = false
+        var silenceWatch: Timer?
     }
 
-    private var madeReading: Reading?
+    private(set) var madeReading: Reading?
     var reading: Reading {
         if let madeReading { return madeReading }
         let made = Reading()
@@ -138,6 +143,7 @@ final class StreamCheck {
     /// The tunnel ended: drop the key-log check's secrets and stop its timers now.
     func stop() {
         phase.tls13Checks?.stop()
+        madeReading?.silenceWatch = nil
         context.closeMirrors()
         phase = .done
         decide = nil
@@ -221,6 +227,7 @@ final class StreamCheck {
 
     private func server(_ bytes: UnsafeRawBufferPointer, _ now: Date) -> Inspection {
         guard context.isPinned else { return .done }
+        if !bytes.isEmpty { serverAnsweredTunnel() }
         if case .awaitingServerHello(_, let checks) = phase, !checks.isEmpty { reading.serverHeld += bytes }
         let answer = readServer(bytes, now)
         // Whatever passed, the ServerHello's records are no longer held; after the ServerHello the
