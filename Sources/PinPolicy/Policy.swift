@@ -43,6 +43,15 @@ public struct Policy: Hashable, Sendable {
         return mostSpecificRule(for: authority)
     }
 
+    /// The rule whose checks a CONNECT to `authority` gets: its own rule, or, for a host no rule
+    /// matches while `defaults.ct` has pinproxy look at it, the stand-in for the defaults
+    /// (`Rule.standIn`). Nil when nothing looks at the chain there.
+    public func checkingRule(for authority: Authority) -> Rule? {
+        if let rule = rule(for: authority) { return rule }
+        guard defaults.unpinned == .allow, defaults.ct != .off else { return nil }
+        return .standIn(for: authority, defaults: defaults)
+    }
+
     private func mostSpecificRule(for authority: Authority) -> Rule? {
         rules.filter { $0.applies(to: authority) }.min { $0.specificity < $1.specificity }
     }

@@ -283,13 +283,26 @@ import TestSupport
         #expect(proxy.events("tunnel_allowed", count: 2).allSatisfy { $0["ct"] == "exempt" }, "\(proxy.log)")
 
         try proxy.reload(ct.policy(ports: ports, rules: rules("require")))
-        #expect(proxy.waitFor("policy_reloaded") != nil, "\(proxy.log)")
+        #expect(proxy.waitFor("policy_reloaded")?["changes"] == "rules +0 -0 ~1 (~no-sct.ct.pinproxy.test); pins +0 -0; deny +0 -0", "\(proxy.log)")
         let raw = try connectResponse(proxy: proxy.port, target: "no-sct.ct.pinproxy.test:\(unlogged.port)")
         #expect(statusLine(raw) == "HTTP/1.1 502 Certificate Transparency Not Compliant", "\(raw)")
         #expect(proxy.waitFor("tunnel_refused")?["reason"] == "ct_not_compliant", "\(proxy.log)")
         #expect(try ct.get(proxy, "no-sct", port: byExtension.port).status == 200, "\(proxy.log)")
         let allowed = proxy.events("tunnel_allowed", count: 3)
         try #expect(allowed.count == 3 && allowed.last?["ct"] == "compliant" && allowed.last?["ct_scts"] == (try ct.scts(["a1", "b1"], "tls_extension")), "\(proxy.log)")
+    }
+
+    /// `policy_reloaded` says what a reload did to CT: a rule's `ct` is a change to that rule, and
+    /// `defaults.ct` is named with its new value.
+    @Test func aReloadSaysWhatChangedInCT() throws {
+        let rules = "rules:\n  - host: no-sct.ct.pinproxy.test\n    ct: off"
+        let proxy = try ProxyProcess(config: ct.policy(ports: [443], ct: "report", rules: rules))
+        try proxy.reload(ct.policy(ports: [443], ct: "require", rules: rules.replacingOccurrences(of: "ct: off", with: "ct: report")))
+        let line = try #require(proxy.waitFor("policy_reloaded"), "\(proxy.log)")
+        #expect(line["changes"] == "rules +0 -0 ~1 (~no-sct.ct.pinproxy.test); pins +0 -0; deny +0 -0; defaults ~1 (ct: require)", "\(line)")
+        try proxy.reload(ct.policy(ports: [443], ct: "require", rules: rules.replacingOccurrences(of: "ct: off", with: "ct: report")))
+        #expect(proxy.events("policy_reloaded", count: 2).last?["changes"] == "no change to rules, pins, deny or defaults", "\(proxy.log)")
+        #expect(proxy.stop() == 0)
     }
 
     /// `check --probe` judges each rule's chain with CT as the proxy would, and says why in words;

@@ -123,6 +123,48 @@ import TestSupport
         #expect(fileType(socket) == nil, "the control socket outlived the proxy")
     }
 
+    /// A quarantine is about an incident at its host:port: a reload that adds a `deny:` key (which
+    /// moves every rule's lines) or changes another rule keeps it; a reload that changes the host's
+    /// own rule lifts it (`quarantine_lifted reason=rule_changed`).
+    @Test func aReloadLiftsAQuarantineOnlyWhenItsOwnRuleChanged() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let socket = directory + "/control.sock"
+        let genuine = try Upstream("leaf-ec256", name: "genuine", tls: "1.3")
+        let rogue = try Upstream("rogue-leaf", name: "rogue", tls: "1.3")
+        defer { genuine.stop(); rogue.stop() }
+        let attacker = try Interceptor(genuine: genuine.port, rogue: rogue.port, strategy: .every(2), limit: 1)
+        defer { attacker.stop() }
+        let port = attacker.port
+        let keyLog = try memoryDirectory() + "/keylog"
+        let proxySettings = "control_socket: \(socket)\nkeylog: { path: \(keyLog), wait: 2s }"
+        let rules = Self.rules + "\n  - host: other.pinproxy.test\n" + pinsLine(Pins.leafEC)
+        let proxy = try ProxyProcess(config: policy(ports: [port], rules: rules, proxy: proxySettings))
+        _ = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: port, environment: ["SSLKEYLOGFILE": keyLog])
+        #expect(proxy.waitFor("interception_suspected") != nil, "\(proxy.log)")
+        let listed = try pinproxy("quarantine", "list", "--socket", socket)
+        #expect(listed.stdout.hasPrefix("host=api.pinproxy.test port=\(port) since="), "\(listed)")
+
+        // A key on the deny list, above the rules, and another rule's pins: the quarantine stays.
+        let denied = policy(ports: [port], rules: rules.replacingOccurrences(of: "  - host: other.pinproxy.test\n\(pinsLine(Pins.leafEC))",
+                                                                                with: "  - host: other.pinproxy.test\n\(pinsLine(Pins.leafEC, Pins.backup))"),
+                            proxy: proxySettings)
+            .replacingOccurrences(of: "resolve:\n", with: "deny:\n  - \"\(Pins.leafRotated)\"\nresolve:\n")
+        try proxy.reload(denied)
+        let kept = try #require(proxy.waitFor("policy_reloaded"))
+        #expect(kept["changes"] == "rules +0 -0 ~1 (~other.pinproxy.test); pins +1 -0; deny +1 -0", "\(kept)")
+        #expect(try pinproxy("quarantine", "list", "--socket", socket).stdout == listed.stdout)
+        #expect(proxy.events("quarantine_lifted").isEmpty, "\(proxy.events("quarantine_lifted"))")
+
+        // The host's own rule changes: the quarantine is lifted, with the reason.
+        try proxy.reload(denied.replacingOccurrences(of: "    quarantine: 1h\n", with: "    quarantine: 2h\n"))
+        let lifted = try #require(proxy.waitFor("quarantine_lifted"))
+        #expect(lifted["reason"] == "rule_changed" && lifted["host"] == "api.pinproxy.test" && lifted["port"] == String(port), "\(lifted)")
+        #expect(proxy.events("policy_reloaded", count: 2).last?["changes"] == "rules +0 -0 ~1 (~api.pinproxy.test); pins +0 -0; deny +0 -0")
+        #expect(try pinproxy("quarantine", "list", "--socket", socket).stdout == "")
+        #expect(proxy.stop() == 0)
+    }
+
     /// A socket file whose process is gone is replaced; a second pinproxy on a live one fails to
     /// start and leaves it alone; a file that is not a socket is never touched.
     @Test func aStaleSocketIsReplacedALiveOneIsAStartError() throws {

@@ -74,14 +74,16 @@ final class Quarantine: @unchecked Sendable {
         }
     }
 
-    /// A reload: keeps a quarantine only where the new policy's rule for its host:port is the one it
-    /// was caught under (its line aside); the rest are lifted and returned.
+    /// A reload: keeps a quarantine only where the new policy's rule for its host:port means what
+    /// the one it was caught under meant (`Rule.sameMeaning`: where it sits in the file aside, so a
+    /// `deny:` key or a rule added elsewhere lifts nothing); the rest are lifted and returned. A
+    /// quarantine is about an incident at that host:port: only a change to its own rule is a reason
+    /// to look at it afresh.
     func reloaded(_ policy: Policy) -> [(key: Key, entry: Entry)] {
         book.withLock { book in
             var lifted: [(key: Key, entry: Entry)] = []
             for (key, entry) in book {
-                let now = policy.rule(for: key)
-                if let now, now.samePinning(as: entry.rule) { continue }
+                if let now = policy.checkingRule(for: key), now.sameMeaning(as: entry.rule) { continue }
                 book[key] = nil
                 lifted.append((key, entry))
             }
@@ -117,13 +119,4 @@ final class Quarantine: @unchecked Sendable {
 
     /// How many host:ports are quarantined now (for `stats` and `/metrics`).
     func count(at now: Date) -> Int { book.withLock { $0.values.filter { $0.until > now }.count } }
-}
-
-extension Rule {
-    /// The same rule in everything that decides a verdict: only where it stands in the file differs.
-    func samePinning(as other: Rule) -> Bool {
-        pattern == other.pattern && ports == other.ports && mode == other.mode && trust == other.trust && pins == other.pins
-            && pinset == other.pinset && expires == other.expires && onExpiry == other.onExpiry && requireKeylog == other.requireKeylog
-            && quarantine == other.quarantine
-    }
 }
