@@ -90,8 +90,22 @@ extension PolicyReader {
         switch mode {
         case .unpinned:
             if !pins.isEmpty { fail(f["pins"] ?? f["pinset"], "the rule for '\(patternText)' is mode: unpinned, so its pins would never be checked; remove them or use mode: report") }
-            if f["trust"] != nil { fail(f["trust"], "the rule for '\(patternText)' is mode: unpinned: no chain is checked, so 'trust' has no effect") }
-            if f["require_keylog"] != nil { fail(f["require_keylog"], "the rule for '\(patternText)' is mode: unpinned: no chain is checked, so 'require_keylog' has no effect") }
+            // Under `ct`, pinproxy validates the chain under `trust` (OpenSSL builds it to an anchor of
+            // that store): the deny list is looked for in that chain, the root a server does not send
+            // included. A chain the store does not validate is not refused for that: for a host nobody
+            // pinned the client judges trust, pinproxy judges the SCTs and the deny list.
+            if let n = f["trust"] {
+                if !checksCT {
+                    fail(n, "the rule for '\(patternText)' is mode: unpinned without ct: its tunnels are not probed, so 'trust' has no effect")
+                } else if trust == .pinsOnly {
+                    fail(n, "the rule for '\(patternText)' has no pins, and under trust: pins-only a pinned certificate is the only anchor, so no chain would ever be built; use system or ca-file:PATH (the store whose chain the deny list is looked for in)")
+                }
+            }
+            if f["require_keylog"] != nil {
+                fail(f["require_keylog"], checksCT
+                     ? "the rule for '\(patternText)' has no pins: require_keylog applies to pinned tunnels, and a host checked for Certificate Transparency alone is verified by the mirror check when its client writes no key log, so 'require_keylog' has no effect"
+                     : "the rule for '\(patternText)' is mode: unpinned without ct: its tunnels are not probed, so 'require_keylog' has no effect")
+            }
             if f["quarantine"] != nil, !checksCT { fail(f["quarantine"], "the rule for '\(patternText)' is mode: unpinned without ct: no chain is checked, so nothing is caught and 'quarantine' has no effect") }
             if f["mirror_checks"] != nil, !checksCT { fail(f["mirror_checks"], "the rule for '\(patternText)' is mode: unpinned without ct: no chain is checked, so 'mirror_checks' has no effect") }
         case .enforce, .report:

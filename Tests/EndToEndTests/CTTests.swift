@@ -171,6 +171,31 @@ import TestSupport
         #expect(exempt["ct"] == "exempt" && exempt["host"] == "intercepted.ct.pinproxy.test", "\(exempt)")
     }
 
+    /// A CT-only rule's `trust:` is the store pinproxy builds its chain with, and the deny list is
+    /// looked for in that chain: a server that sends only its leaf has its root found under
+    /// `ca-file:` of that root (`denylisted_key`), not under `system`, where the chain is not built
+    /// and only CT judges it (the leaf alone: `ct_not_compliant`). `check` accepts both.
+    @Test func aCTOnlyRulesTrustIsTheStoreItsChainIsBuiltWith() throws {
+        let leafOnly = try Upstream(chainPath: ct.certificate("two-operators"), keyPath: ct.key("two-operators"), name: "two-operators")
+        let rootPin = try ct.pin(certificateFile: ct.path("ct-root.pem"))
+        func yaml(_ trust: String) -> String {
+            ct.policy(ports: [leafOnly.port], ct: "off", rules: "rules:\n  - host: two-operators.ct.pinproxy.test\n    ct: require\n    trust: \"\(trust)\"",
+                      extra: "deny:\n  - \"\(rootPin)\"")
+        }
+        for (trust, status, reason) in [("ca-file:\(ct.path("ct-root.pem"))", "502 Certificate Key Denylisted", "denylisted_key"),
+                                        ("system", "502 Certificate Transparency Not Compliant", "ct_not_compliant")] {
+            let config = try temporaryFile(yaml(trust))
+            let check = try run(Paths.pinproxy, ["check", "--config", config], timeout: 30)
+            #expect(check.status == 0 && check.stdout.hasPrefix("\(config): OK\n"), "\(check)")
+            let proxy = try ProxyProcess(config: yaml(trust))
+            let raw = try connectResponse(proxy: proxy.port, target: "two-operators.ct.pinproxy.test:\(leafOnly.port)")
+            #expect(statusLine(raw) == "HTTP/1.1 \(status)", "\(trust): \(raw)")
+            let refused = try #require(proxy.waitFor("tunnel_refused"), "\(proxy.log)")
+            #expect(refused["reason"] == reason && refused["trust"] == trust, "\(refused)")
+            #expect(proxy.stop() == 0)
+        }
+    }
+
     /// `mode: unpinned` with `ct: require` is the same as a CT-only rule: unpinned, and checked.
     @Test func anUnpinnedRuleWithCTIsChecked() throws {
         let server = try ct.serve("no-sct")

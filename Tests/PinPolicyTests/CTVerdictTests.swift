@@ -105,6 +105,21 @@ import Testing
         #expect(policy.usesCT)
     }
 
+    /// A CT-only rule's chain is built under its `trust` (where the deny list is looked for), so
+    /// `trust: system` or `ca-file:` is accepted; `pins-only` has no anchor without pins and is
+    /// refused, saying so; on a rule that is not probed at all `trust` is refused as before.
+    @Test func aCTOnlyRuleTakesATrustThatCanBuildAChain() throws {
+        let ctOnly = "version: 1\nproxy: {ct_log_list: /x/log_list.json}\ndefaults: {unpinned: allow}\nrules:\n  - host: a.test\n    ct: require\n"
+        let policy = try load(ctOnly + "    trust: system\n").get()
+        #expect(policy.rules[0].mode == .unpinned && policy.rules[0].trust == .system && policy.ctMode(under: policy.rules[0]) == .require)
+        expectError(ctOnly + "    trust: pins-only\n", line: 7, column: 12,
+                    "the rule for 'a.test' has no pins, and under trust: pins-only a pinned certificate is the only anchor, so no chain would ever be built; use system or ca-file:PATH (the store whose chain the deny list is looked for in)")
+        expectError("version: 1\ndefaults: {unpinned: allow}\nrules:\n  - host: a.test\n    mode: unpinned\n    trust: system\n", line: 6, column: 12,
+                    "the rule for 'a.test' is mode: unpinned without ct: its tunnels are not probed, so 'trust' has no effect")
+        expectError(ctOnly + "    require_keylog: false\n", line: 7, column: 21,
+                    "require_keylog applies to pinned tunnels, and a host checked for Certificate Transparency alone is verified by the mirror check")
+    }
+
     @Test func theDefaultsAreOff() throws {
         let policy = try load(header).get()
         #expect(policy.defaults.ct == .off && policy.proxy.ct.logList == nil && policy.proxy.ct.maxAge == 70 * Self.day)

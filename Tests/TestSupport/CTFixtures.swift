@@ -64,8 +64,11 @@ public final class CTFixtures: Sendable {
     }
 
     /// A leaf's `spki-sha256:` pin.
-    public func pin(_ leaf: String) throws -> String {
-        "spki-sha256:" + (try shell("openssl x509 -in '\(certificate(leaf))' -noout -pubkey | openssl pkey -pubin -outform DER"
+    public func pin(_ leaf: String) throws -> String { try pin(certificateFile: certificate(leaf)) }
+
+    /// The `spki-sha256:` pin of the certificate in this file (a root: `path("ct-root.pem")`).
+    public func pin(certificateFile file: String) throws -> String {
+        "spki-sha256:" + (try shell("openssl x509 -in '\(file)' -noout -pubkey | openssl pkey -pubin -outform DER"
             + " | openssl dgst -sha256 -binary | base64 -w0"))
     }
 
