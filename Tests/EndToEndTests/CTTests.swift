@@ -77,7 +77,7 @@ import TestSupport
         try #expect(line["ct_detail"] == (try expected.detail(leaf)), "\(line)")
         #expect(line["hint"] == "a publicly trusted certificate is logged in Certificate Transparency; one that is not was likely minted by an "
                 + "interception root (check which root issued it: ct_scts and the chain). An internal host with a private CA that logs "
-                + "nothing is exempted by name: a rule 'host: \(ct.host(leaf))' with ct: off", "\(line)")
+                + "nothing is exempted by name: add a rule 'host: \(ct.host(leaf))' with ct: off", "\(line)")
         try #expect(line["ct_scts"] ?? "" == (try ct.scts(expected.counted(leaf), "embedded")), "\(line)")
 
         // curl sees the refusal as a failed CONNECT and reads nothing of the server's.
@@ -164,7 +164,9 @@ import TestSupport
         let raw = try connectResponse(proxy: proxy.port, target: "no-sct.ct.pinproxy.test:\(unlogged.port)")
         #expect(statusLine(raw) == "HTTP/1.1 502 Certificate Transparency Not Compliant", "\(raw)")
         let refused = try #require(proxy.waitFor("tunnel_refused"))
-        #expect(refused["reason"] == "ct_not_compliant" && refused["rule_line"] != nil, "\(refused)")
+        #expect(refused["reason"] == "ct_not_compliant" && refused["rule_line"] == "27", "\(refused)")
+        // The host has a rule: the hint says to exempt it there, not to add one.
+        #expect(refused["hint"]?.hasSuffix("is exempted by name: set ct: off in its rule at line 27 ('no-sct.ct.pinproxy.test')") == true, "\(refused)")
 
         #expect(try ct.get(proxy, "intercepted", port: other.port).body == "hello from intercepted\n")
         let exempt = try #require(proxy.waitFor("tunnel_unpinned"))

@@ -341,7 +341,11 @@ enum SessionLog {
         case .policy(.denylistedKey):
             return "a key on the deny list is in the chain; this is refused in every mode and never bypassed"
         case .policy(.ctNotCompliant):
-            return "a publicly trusted certificate is logged in Certificate Transparency; one that is not was likely minted by an interception root (check which root issued it: ct_scts and the chain). An internal host with a private CA that logs nothing is exempted by name: a rule 'host: \(s.authority?.target.description ?? "NAME")' with ct: off"
+            // The exemption is a rule's `ct: off`: the host's own rule when it has one (a second rule
+            // with the same pattern would be a load error), else a new rule for its name.
+            let exemption = s.rule.flatMap { $0.isStandIn ? nil : $0 }.map { "set ct: off in its rule at line \($0.line) ('\($0.name)')" }
+                ?? "add a rule '\(s.authority.map { $0.target.ruleKey } ?? "host: NAME")' with ct: off"
+            return "a publicly trusted certificate is logged in Certificate Transparency; one that is not was likely minted by an interception root (check which root issued it: ct_scts and the chain). An internal host with a private CA that logs nothing is exempted by name: \(exemption)"
         case .policy(.unpinnedDenied):
             return "add a rule for this host (get pins with 'pinproxy pin \(target)' from a trusted network) or set defaults.unpinned: allow"
         case .policy(.portNotAllowed):
@@ -410,5 +414,15 @@ extension RuntimeWarning {
     var isError: Bool {
         if case .ruleExpired = self { return true }
         return false
+    }
+}
+
+extension Target {
+    /// How a rule for exactly this target starts: `host: api.example.com`, `ip: 192.0.2.7`.
+    var ruleKey: String {
+        switch self {
+        case .name(let name): return "host: \(name)"
+        case .ip(let address): return "ip: \(address)"
+        }
     }
 }
