@@ -25,3 +25,23 @@ extension Rule {
         return caPins.first
     }
 }
+
+extension PinEntry {
+    /// A `file:` pin that holds a public key and no certificate: by the workflow's convention a key
+    /// kept offline (no server serves a bare key), so a spare, whatever its `at:` says.
+    public var isKeyFile: Bool { file != nil && notAfter == nil }
+}
+
+extension Rule {
+    /// What `check` can tell of `at: any` pins (the default for SPKI pins, and all that
+    /// network_security_config.xml, OkHttp or TrustKit pins can say): when no pin is marked
+    /// `backup: true`, none is a key file, and at most one leaf key is named, the `at: any` pins
+    /// may be the issuing CA's key or the server's own, in the chain the server serves, and then
+    /// every pin matches it and the log says `no_real_backup`. Returns those pins (empty when the
+    /// rule rules that out). Saying `at: leaf` or `at: ca` lets `check` tell.
+    public var unplacedPinsInServedChain: [PinEntry] {
+        guard acceptedBackup == nil, Set(pins.map(\.pin)).count >= 2, !pins.contains(where: \.isKeyFile) else { return [] }
+        guard Set(pins.filter { $0.position == .leaf }.map(\.pin)).count <= 1 else { return [] }  // two leaf keys: one is a spare
+        return pins.filter { $0.position == .any }
+    }
+}

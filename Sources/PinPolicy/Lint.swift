@@ -24,6 +24,11 @@ extension Policy {
                 warn(rule.line, "missing_backup_pin", "the rule for '\(rule.name)' has only one distinct pin; when that key is rotated every CONNECT is refused. Add a backup: \(BackupRule.advice)")
             } else if defaults.requireBackup != .off, rule.mode == .enforce, let ca = rule.caPinInServedChain {
                 warn(rule.line, "no_real_backup", "the rule for '\(rule.name)' has no real backup: its CA pin (line \(ca.line)) is in the same chain as its leaf pin; \(BackupRule.advice)")
+            } else if defaults.requireBackup != .off, rule.mode == .enforce, case let unplaced = rule.unplacedPinsInServedChain, !unplaced.isEmpty {
+                // What the log says of the served chain, said here of what the file can tell: the
+                // same code, so `check` and `run` name one warning.
+                let lines = unplaced.map(\.line).reduce(into: [Int]()) { if !$0.contains($1) { $0.append($1) } }.map(String.init).joined(separator: ", ")
+                warn(rule.line, "no_real_backup", "the rule for '\(rule.name)' may have no real backup: its pin\(unplaced.count == 1 ? "" : "s") at: any (line\(lines.contains(",") ? "s" : "") \(lines)) may be the server's key and its issuing CA's, in the one chain the server serves (as pins imported from network_security_config.xml are), and then every pin of the rule matches that chain and pinproxy logs no_real_backup on its tunnels; say where each sits (at: leaf for the server's key, at: ca for a CA's) so that check can tell; \(BackupRule.advice)")
             }
             if !rule.pins.isEmpty, rule.pins.allSatisfy({ $0.pin.kind == .cert && $0.position == .leaf }) {
                 warn(rule.line, "cert_leaf_pins_only", "the rule for '\(rule.name)' pins only whole leaf certificates (cert-sha256); every renewal breaks it, even with the same key. Prefer spki-sha256 pins")

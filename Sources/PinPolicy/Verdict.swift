@@ -83,6 +83,16 @@ public enum RuntimeWarning: Hashable, Sendable {
         case .ruleExpiresSoon: return "rule_expires_soon"
         }
     }
+
+    /// What it says, in the same words in the log's `tunnel_warning detail` and in `check --probe`.
+    public func detail(onExpiry: ExpiryBehaviour?) -> String {
+        switch self {
+        case .noRealBackup: return "every pin of the rule matched this one chain, so none of them is a real backup"
+        case .leafExpiresSoon(let notAfter): return "the leaf certificate expires \(RFC3339.format(notAfter)); make sure the rule's pins survive its renewal"
+        case .ruleExpired(let at): return "the rule expired \(RFC3339.format(at)) (on_expiry: \(onExpiry?.rawValue ?? "?")); refresh its pins and expires"
+        case .ruleExpiresSoon(let at): return "the rule expires \(RFC3339.format(at)); refresh its pins and expires before then"
+        }
+    }
 }
 
 /// A verdict with everything needed to explain it in a log line.

@@ -165,9 +165,6 @@ struct CheckCommand: ParsableCommand {
             switch evaluation.verdict {
             case .allowed(let match):
                 Output.out("\(prefix) matches (\(match.entry.pin) at position \(match.position)) via \(seen.address.ip) \(seen.tlsVersion)")
-                if evaluation.warnings.contains(.noRealBackup) {  // BackupRule, in the log's words
-                    Output.out("\(prefix) warning[no_real_backup]: every pin of the rule matched this one chain, so none of them is a real backup; \(BackupRule.advice)")
-                }
             case .refused(let reason):
                 Output.out("\(prefix) would be REFUSED: \(reason.rawValue)\(detail(reason)) via \(seen.address.ip)")
                 healthy = false
@@ -177,6 +174,17 @@ struct CheckCommand: ParsableCommand {
             case .unpinned:  // a rule checked for CT only, which the chain meets
                 if case .judged(let finding)? = evaluation.ct, finding.isCompliant {
                     Output.out("\(prefix) meets the CT policy (\(finding.counted.count) SCTs counted) via \(seen.address.ip) \(seen.tlsVersion)")
+                }
+            }
+            // What the log says of this chain, in its words: the rule's own expiry is linted above.
+            for warning in evaluation.warnings {
+                switch warning {
+                case .noRealBackup:  // BackupRule
+                    Output.out("\(prefix) warning[no_real_backup]: \(warning.detail(onExpiry: nil)); \(BackupRule.advice)")
+                case .leafExpiresSoon:
+                    Output.out("\(prefix) warning[leaf_expires_soon]: \(warning.detail(onExpiry: nil))")
+                case .ruleExpired, .ruleExpiresSoon:
+                    break
                 }
             }
         } catch {

@@ -233,16 +233,10 @@ enum SessionLog {
     static func warning(_ warning: RuntimeWarning, record s: DecisionRecord) -> LogRecord {
         var r = LogRecord(warning.isError ? .error : .warning, "tunnel_warning", identity(s) + ruleFields(s))
         r["reason"] = .string(warning.code)
-        switch warning {
-        case .noRealBackup:
-            r["detail"] = .string("every pin of the rule matched this one chain, so none of them is a real backup (said once a day per rule)")
+        r["detail"] = .string(warning.detail(onExpiry: s.rule?.onExpiry))
+        if case .noRealBackup = warning {
+            r["detail"] = .string(warning.detail(onExpiry: nil) + " (said once a day per rule)")
             r["hint"] = .string("add a backup to the rule at line \(s.rule?.line ?? 0): \(BackupRule.advice)")
-        case .leafExpiresSoon(let notAfter):
-            r["detail"] = .string("the leaf certificate expires \(RFC3339.format(notAfter)); make sure the rule's pins survive its renewal")
-        case .ruleExpired(let at):
-            r["detail"] = .string("the rule expired \(RFC3339.format(at)) (on_expiry: \(s.rule?.onExpiry?.rawValue ?? "?")); refresh its pins and expires")
-        case .ruleExpiresSoon(let at):
-            r["detail"] = .string("the rule expires \(RFC3339.format(at)); refresh its pins and expires before then")
         }
         return r
     }
