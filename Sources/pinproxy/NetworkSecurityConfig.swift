@@ -13,6 +13,9 @@ enum XML {
         var children: [Element] = []
         var text = ""
         let line: Int
+        /// The comments inside it, each with how many child elements came before it: what a
+        /// writer said beside an element (pinproxy's export keeps a pin's `at:` there).
+        var comments: [(afterChildren: Int, text: String)] = []
     }
 
     struct Problem: Error, CustomStringConvertible {
@@ -136,7 +139,12 @@ enum XML {
                     advance()
                     return element
                 }
-                if starts("<!--") { try skip(past: "-->", what: "a comment"); continue }
+                if starts("<!--") {
+                    let start = i + 4
+                    try skip(past: "-->", what: "a comment")
+                    element.comments.append((element.children.count, String(String.UnicodeScalarView(scalars[start..<(i - 3)]))))
+                    continue
+                }
                 if starts("<![CDATA[") {
                     advance(9)
                     while i < scalars.count, !starts("]]>") { element.text.unicodeScalars.append(scalars[i]); advance() }
@@ -182,19 +190,43 @@ enum XML {
 /// policy rules. A `<domain-config>` without a pin-set of its own takes its parent's (Android's
 /// inheritance); `includeSubdomains="true"` becomes `**.`; a pin-set's `expiration` becomes the rule's
 /// `expires` with `on_expiry: report`, since Android stops checking the pins from that date on.
+///
+/// The format has no word for where a pin sits in the chain or which pin is the backup: Android
+/// matches a pin anywhere. pinproxy's export writes a pin's `at:` and `backup: true` in a comment
+/// beside it (`<!-- at: ca, backup: true -->`), and the import takes them back from there; a pin
+/// without one is imported `at: any`, and the rule says what that means for its backup, so that
+/// `check` and the log say the same of it (`no_real_backup`).
 enum NetworkSecurityConfigImport {
     struct Imported {
         let pattern: String
-        let pins: [Pin]
+        let pins: [ImportedPin]
         let expires: String?
         let line: Int
         /// The domain-config (or a parent) names its own trust anchors, which are not imported.
         let ownAnchors: Bool
     }
 
+    /// A pin and what the comment beside it kept (`at: any`, unmarked, without one).
+    struct ImportedPin: Equatable {
+        let pin: Pin
+        var position: PinPosition = .any
+        var backup = false
+        /// A comment beside it said where it sits.
+        var placed = false
+    }
+
     struct PinSet {
-        let pins: [Pin]
+        let pins: [ImportedPin]
         let expiration: String?
+    }
+
+    /// The comment pinproxy's export writes beside a pin (`at: leaf`, `at: ca, backup: true`),
+    /// read back onto `pin`; nil for any other comment.
+    static func placed(_ pin: Pin, by comment: String) -> ImportedPin? {
+        let words = comment.trimmingCharacters(in: .whitespacesAndNewlines)
+        if words == "at: ca, backup: true" { return ImportedPin(pin: pin, position: .ca, backup: true, placed: true) }
+        guard words.hasPrefix("at: "), let position = PinPosition(rawValue: String(words.dropFirst(4))) else { return nil }
+        return ImportedPin(pin: pin, position: position, placed: true)
     }
 
     static func rules(_ text: String) throws(XML.Problem) -> [Imported] {
@@ -249,8 +281,8 @@ enum NetworkSecurityConfigImport {
             }
             expiration = RFC3339.format(parsed)
         }
-        var pins: [Pin] = []
-        for pin in element.children {
+        var pins: [ImportedPin] = []
+        for (index, pin) in element.children.enumerated() {
             guard pin.name == "pin" else { throw XML.Problem(line: pin.line, message: "<\(pin.name)> in a <pin-set>; only <pin> belongs there") }
             try only(pin, attributes: ["digest"])
             guard pin.attributes["digest"] == "SHA-256" else {
@@ -258,7 +290,11 @@ enum NetworkSecurityConfigImport {
             }
             let text = pin.text.filter { !$0.isWhitespace }
             switch Pin.parse("spki-sha256:" + text) {
-            case .success(let parsed): if !pins.contains(parsed) { pins.append(parsed) }
+            case .success(let parsed):
+                guard !pins.contains(where: { $0.pin == parsed }) else { continue }
+                // The comment right after this pin, before the next one, when it is pinproxy's.
+                let beside = element.comments.filter { $0.afterChildren == index + 1 }
+                pins.append(beside.lazy.compactMap { placed(parsed, by: $0.text) }.first ?? ImportedPin(pin: parsed))
             case .failure(let problem): throw XML.Problem(line: pin.line, message: problem.message)
             }
         }
@@ -274,16 +310,27 @@ enum NetworkSecurityConfigImport {
     /// The rules, ready to paste under `rules:`.
     static func render(_ rules: [Imported], file: String) -> String {
         var lines = ["# pinproxy pin --import nsc \(file): \(rules.count) rule\(rules.count == 1 ? "" : "s") from its <pin-set>s.",
-                     "# Android checks the pins on top of the system's trust, and so do these rules (trust: system, the default);",
-                     "# its pins match anywhere in the chain (at: any, the default for spki pins). Ready-to-paste rules (under rules:):"]
+                     "# Android checks the pins on top of the system's trust, and so do these rules (trust: system, the default).",
+                     "# Android matches a pin anywhere in the chain and has no word for a backup: a pin is imported at: any, unmarked,",
+                     "# unless a comment beside it (as pinproxy pin --export nsc writes) says at: and backup: true. Ready-to-paste rules (under rules:):"]
         for rule in rules {
             if rule.ownAnchors {
                 lines.append("# line \(rule.line): its <domain-config> names <trust-anchors>, which are not imported: if the server's chain needs that CA, add trust: \"ca-file:/path/to/ca.pem\"")
             }
             lines.append("- host: \"\(rule.pattern)\"")
             lines.append("  pins:")
-            for pin in rule.pins { lines.append("    - \"\(pin)\"") }
-            if rule.pins.count < 2 { lines.append("    # add a backup: \(BackupRule.advice)") }
+            for pin in rule.pins {
+                lines.append("    - { pin: \"\(pin.pin)\", at: \(pin.position.rawValue)\(pin.backup ? ", backup: true" : "") }")
+            }
+            if rule.pins.count < 2 {
+                lines.append("    # add a backup: \(BackupRule.advice)")
+            } else if !rule.pins.contains(where: \.backup), rule.pins.contains(where: { !$0.placed }) {
+                // BackupRule: what check and the log will say of these pins, said where they are pasted.
+                lines.append("    # The file does not say which of these is the server's key, which a CA's, nor which is the backup. If they are the")
+                lines.append("    # server's key and its issuing CA's, every pin matches the one chain the server serves: no real backup, and")
+                lines.append("    # pinproxy check and the log say no_real_backup. Say at: leaf for the server's key and at: ca for a CA's")
+                lines.append("    # (backup: true on the CA if you accept it as the backup), or add a spare key kept offline.")
+            }
             if let expires = rule.expires {
                 lines.append("  expires: \"\(expires)\"")
                 lines.append("  on_expiry: report                 # Android stops checking the pins after its expiration date")

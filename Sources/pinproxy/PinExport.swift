@@ -82,10 +82,14 @@ enum PinExport {
     }
 
     /// Android's res/xml/network_security_config.xml: one `<domain-config>` per rule, its `expires`
-    /// as the pin-set's `expiration` (after which Android stops checking the pins).
+    /// as the pin-set's `expiration` (after which Android stops checking the pins). Android matches a
+    /// pin anywhere in the chain and has no backup mark: a pin's `at:` other than `any`, and
+    /// `backup: true`, go in a comment beside it, which `pin --import nsc` reads back (BackupRule: an
+    /// imported CA pin without its mark would have `check` and the log say `no_real_backup`).
     static func networkSecurityConfig(_ rules: [Rule]) -> String {
         var lines = ["<?xml version=\"1.0\" encoding=\"utf-8\"?>",
-                     "<!-- From pinproxy's policy. Android checks these pins on top of the system's trust. -->",
+                     "<!-- From pinproxy's policy. Android checks these pins on top of the system's trust, anywhere in the chain; -->",
+                     "<!-- where pinproxy's rule lets a pin match (at:), and its backup mark, are in a comment beside it, for pinproxy's import. -->",
                      "<network-security-config>"]
         for (rule, domain) in domains(rules) {
             switch domain {
@@ -102,7 +106,12 @@ enum PinExport {
             lines.append("        <domain includeSubdomains=\"\(subdomains)\">\(xml(name))</domain>")
             let expiration = rule.expires.map { " expiration=\"\(String(RFC3339.format($0).prefix(10)))\"" } ?? ""
             lines.append("        <pin-set\(expiration)>")
-            for pin in pins { lines.append("            <pin digest=\"SHA-256\">\(pin)</pin>") }
+            for pin in pins {
+                // The first entry with this key says where it sits (`spki` deduplicates the same way).
+                let entry = rule.pins.first { $0.pin.kind == .spki && $0.pin.description == "spki-sha256:" + pin }
+                let placement = entry.map { $0.acceptedBackup ? "at: ca, backup: true" : $0.position == .any ? "" : "at: \($0.position.rawValue)" } ?? ""
+                lines.append("            <pin digest=\"SHA-256\">\(pin)</pin>" + (placement.isEmpty ? "" : " <!-- \(placement) -->"))
+            }
             lines.append("        </pin-set>")
             for s in skipped { lines.append("        <!-- skipped \(xml(s)) -->") }
             lines.append("    </domain-config>")

@@ -372,19 +372,23 @@ func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, ar
         #expect(unknown.stderr == "pinproxy pin --export: no rule with pins named 'status.example.com' in \(path); its rules: api.example.com, **.example.org, *.one.test\n")
     }
 
-    /// Export to network_security_config.xml, import it back: the same pins, `expires` as the date.
+    /// Export to network_security_config.xml, import it back: the same pins, `expires` as the date,
+    /// and what Android has no word for — a pin's `at:` and backup mark — kept in a comment beside
+    /// the pin and read back, so the imported rule is the one exported (no `no_real_backup` from
+    /// `check` for it); a pin-set without them says what that means for its backup.
     @Test func nscRoundTrips() throws {
         let path = try temporaryFile(Self.policy)
         let exported = try pinproxy("pin", "--export", "nsc", "--config", path)
         #expect(exported.stdout == """
             <?xml version="1.0" encoding="utf-8"?>
-            <!-- From pinproxy's policy. Android checks these pins on top of the system's trust. -->
+            <!-- From pinproxy's policy. Android checks these pins on top of the system's trust, anywhere in the chain; -->
+            <!-- where pinproxy's rule lets a pin match (at:), and its backup mark, are in a comment beside it, for pinproxy's import. -->
             <network-security-config>
                 <domain-config>
                     <domain includeSubdomains="false">api.example.com</domain>
                     <pin-set>
-                        <pin digest="SHA-256">\(Self.b64(Pins.leafEC))</pin>
-                        <pin digest="SHA-256">\(Self.b64(Pins.intermediate))</pin>
+                        <pin digest="SHA-256">\(Self.b64(Pins.leafEC))</pin> <!-- at: leaf -->
+                        <pin digest="SHA-256">\(Self.b64(Pins.intermediate))</pin> <!-- at: ca, backup: true -->
                     </pin-set>
                 </domain-config>
                 <domain-config>
@@ -403,16 +407,21 @@ func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, ar
         #expect(imported.status == 0, "\(imported.stderr)")
         #expect(imported.stdout == """
             # pinproxy pin --import nsc \(xml): 2 rules from its <pin-set>s.
-            # Android checks the pins on top of the system's trust, and so do these rules (trust: system, the default);
-            # its pins match anywhere in the chain (at: any, the default for spki pins). Ready-to-paste rules (under rules:):
+            # Android checks the pins on top of the system's trust, and so do these rules (trust: system, the default).
+            # Android matches a pin anywhere in the chain and has no word for a backup: a pin is imported at: any, unmarked,
+            # unless a comment beside it (as pinproxy pin --export nsc writes) says at: and backup: true. Ready-to-paste rules (under rules:):
             - host: "api.example.com"
               pins:
-                - "\(Pins.leafEC)"
-                - "\(Pins.intermediate)"
+                - { pin: "\(Pins.leafEC)", at: leaf }
+                - { pin: "\(Pins.intermediate)", at: ca, backup: true }
             - host: "**.example.org"
               pins:
-                - "\(Pins.root)"
-                - "\(Pins.backup)"
+                - { pin: "\(Pins.root)", at: any }
+                - { pin: "\(Pins.backup)", at: any }
+                # The file does not say which of these is the server's key, which a CA's, nor which is the backup. If they are the
+                # server's key and its issuing CA's, every pin matches the one chain the server serves: no real backup, and
+                # pinproxy check and the log say no_real_backup. Say at: leaf for the server's key and at: ca for a CA's
+                # (backup: true on the CA if you accept it as the backup), or add a spare key kept offline.
               expires: "2027-06-30T00:00:00Z"
               on_expiry: report                 # Android stops checking the pins after its expiration date
 
@@ -422,6 +431,11 @@ func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, ar
         let again = try temporaryFile("version: 1\ndefaults: {unpinned: allow}\nrules:\n\(rules)\n")
         let check = try pinproxy("check", "--config", again)
         #expect(check.status == 0, "\(check.stderr)")
+        // What check says of the imported rules is what it says of the exported ones: the marked
+        // CA is a backup; two unplaced pins may be none.
+        let lint = { (r: Run, file: String) in r.stdout.split(separator: "\n").filter { $0.contains("warning[") }.map { $0.replacingOccurrences(of: file, with: "FILE").components(separatedBy: " may have")[0] } }
+        #expect(lint(check, again) == ["FILE:8: warning[no_real_backup]: the rule for '**.example.org'"])
+        #expect(lint(try pinproxy("check", "--config", path), path).filter { $0.contains("no_real_backup") } == ["FILE:8: warning[no_real_backup]: the rule for '**.example.org'"])
         let reexported = try pinproxy("pin", "--export", "nsc", "--config", again)
         #expect(reexported.stdout == exported.stdout.replacingOccurrences(of: "    <!-- *.one.test: a one-label wildcard has no network_security_config form; skipped -->\n", with: ""))
     }
@@ -468,18 +482,26 @@ func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, ar
             </network-security-config>
             """, name: "nsc.xml")
         let r = try pinproxy("pin", "--import", "nsc", nested)
+        let unplaced = """
+                # The file does not say which of these is the server's key, which a CA's, nor which is the backup. If they are the
+                # server's key and its issuing CA's, every pin matches the one chain the server serves: no real backup, and
+                # pinproxy check and the log say no_real_backup. Say at: leaf for the server's key and at: ca for a CA's
+                # (backup: true on the CA if you accept it as the backup), or add a spare key kept offline.
+            """
         #expect(r.stdout.hasSuffix("""
             - host: "**.example.com"
               pins:
-                - "\(Pins.leafEC)"
-                - "\(Pins.backup)"
+                - { pin: "\(Pins.leafEC)", at: any }
+                - { pin: "\(Pins.backup)", at: any }
+            \(unplaced)
               expires: "2027-01-31T00:00:00Z"
               on_expiry: report                 # Android stops checking the pins after its expiration date
             # line 9: its <domain-config> names <trust-anchors>, which are not imported: if the server's chain needs that CA, add trust: "ca-file:/path/to/ca.pem"
             - host: "legacy.example.com"
               pins:
-                - "\(Pins.leafEC)"
-                - "\(Pins.backup)"
+                - { pin: "\(Pins.leafEC)", at: any }
+                - { pin: "\(Pins.backup)", at: any }
+            \(unplaced)
               expires: "2027-01-31T00:00:00Z"
               on_expiry: report                 # Android stops checking the pins after its expiration date
 

@@ -45,6 +45,38 @@ import TestSupport
         #expect(proxy.stop() == 0)
     }
 
+    /// The path the issue took: a network_security_config.xml written by another tool (no comment
+    /// of pinproxy's beside its pins) imported with `pin --import nsc` and pasted. The import says
+    /// what the format could not tell, `check` warns `no_real_backup`, and the log says it.
+    @Test func anImportedNSCRuleIsWarnedOfAsTheLogWill() throws {
+        let server = try Upstream("leaf-ec256")
+        let b64 = { (pin: String) in String(pin.dropFirst("spki-sha256:".count)) }
+        let xml = try temporaryFile("""
+            <?xml version="1.0" encoding="utf-8"?>
+            <network-security-config>
+              <domain-config>
+                <domain includeSubdomains="false">api.pinproxy.test</domain>
+                <pin-set>
+                  <pin digest="SHA-256">\(b64(Pins.leafEC))</pin>
+                  <pin digest="SHA-256">\(b64(Pins.intermediate))</pin>
+                </pin-set>
+              </domain-config>
+            </network-security-config>
+            """, name: "network_security_config.xml")
+        let imported = try run(Paths.pinproxy, ["pin", "--import", "nsc", xml], timeout: 30)
+        #expect(imported.status == 0 && imported.stdout.contains("\n    # pinproxy check and the log say no_real_backup."), "\(imported)")
+        let pasted = imported.stdout.split(separator: "\n").filter { !$0.hasPrefix("#") }.map { "  " + $0 }.joined(separator: "\n")
+        let yaml = policy(ports: [server.port], rules: "rules:\n" + pasted).replacingOccurrences(of: "require_backup: off", with: "require_backup: warn")
+        let checked = try check(yaml)
+        #expect(checked.run.status == 0, "\(checked.run)")
+        #expect(warnings(checked).count == 1 && warnings(checked).first?.hasPrefix("15: warning[no_real_backup]: the rule for 'api.pinproxy.test' may have no real backup: its pins at: any (lines 17, 18) may be") == true,
+                "\(checked.run.stdout)")
+        let proxy = try ProxyProcess(config: yaml)
+        try tunnel(proxy, server)
+        #expect(proxy.waitFor("tunnel_warning") { $0["reason"] == "no_real_backup" }?["rule_line"] == "15", "\(proxy.log)")
+        #expect(proxy.stop() == 0)
+    }
+
     /// The same rule with an unmarked `at: ca` pin beside its leaf pin.
     @Test func noRealBackupForAnUnmarkedCAPin() throws {
         let server = try Upstream("leaf-ec256")
