@@ -13,7 +13,8 @@ struct CheckCommand: ParsableCommand {
             warnings and exits 0. --explain HOST:PORT shows which rule applies to that CONNECT target \
             and which pins it accepts. --probe connects to every pinned host with a concrete name (or IP) \
             on each port its rule covers (its ports:, else proxy.allowed_ports; --port picks one) and reports \
-            whether its chain matches today; it exits 1 when an enforced rule would refuse.
+            whether its chain matches today; a port where nothing listens is said so and is no failure; it \
+            exits 1 when an enforced rule would refuse a chain, or a server that listens could not be probed.
             """)
 
     @Flag(name: .long, help: "Probe every pinned host now and report whether its chain matches.")
@@ -135,12 +136,16 @@ struct CheckCommand: ParsableCommand {
                 Output.out("line \(rule.line) \(rule.name): skipped (a pattern names no single host; probe one with pinproxy pin HOST)")
                 continue
             }
-            // Every port the rule covers: a server may present another chain on each.
+            // Every port a CONNECT can reach the rule on: its `ports:`, else every allowed port (a
+            // server may present another chain on each, or nothing may listen there).
             let covered = rule.ports ?? policy.proxy.allowedPorts
             let ports = port.map { covered.contains($0) ? [$0] : [] } ?? covered
             if ports.isEmpty {
                 Output.out("line \(rule.line) \(rule.name): skipped (it does not cover port \(port ?? 0))")
                 continue
+            }
+            if rule.ports == nil, port == nil, ports.count > 1 {
+                Output.out("line \(rule.line) \(rule.name): no ports:, so it applies on every port of proxy.allowed_ports; probing \(ports.map(String.init).joined(separator: ", ")) (--port N probes one)")
             }
             for port in ports where !probeOne(rule, Authority(target: target, port: port), policy: policy, snapshot: snapshot) {
                 healthy = false
@@ -187,6 +192,10 @@ struct CheckCommand: ParsableCommand {
                     break
                 }
             }
+        } catch where error.nothingListens {
+            // No server there is no verdict on the policy: a CONNECT to it would get 502
+            // connection_refused whatever the rule says.
+            Output.out("\(prefix) nothing listens on \(authority) (\(error)): no chain to judge, not a failure of the policy")
         } catch {
             Output.out("\(prefix) could not be probed: \(error)")
             if rule.mode == .enforce { healthy = false }

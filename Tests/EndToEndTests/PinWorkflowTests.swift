@@ -130,6 +130,7 @@ import TestSupport
         #expect(all.status == 1, "\(all.stdout)\(all.stderr)")
         #expect(all.stdout.hasSuffix("""
 
+            line 16 api.pinproxy.test: no ports:, so it applies on every port of proxy.allowed_ports; probing \(first.port), \(second.port) (--port N probes one)
             line 16 api.pinproxy.test:\(first.port): matches (\(Pins.leafEC) at position 0) via 127.0.0.1 TLSv1.3
             line 16 api.pinproxy.test:\(second.port): would be REFUSED: pin_mismatch via 127.0.0.1
             line 18 x.api.pinproxy.test:\(first.port): matches (\(Pins.leafEC) at position 0) via 127.0.0.1 TLSv1.3
@@ -142,6 +143,44 @@ import TestSupport
         #expect(!one.stdout.contains(":\(second.port)"))
         let other = try run(Paths.pinproxy, ["check", "--config", config, "--probe", "--port", String(second.port)], timeout: 60)
         #expect(other.stdout.contains("line 18 x.api.pinproxy.test:\(first.port): skipped (it does not cover port \(second.port))"), "\(other.stdout)")
+    }
+}
+
+/// `check --probe` where nothing listens: a port of a rule without `ports:` that no server
+/// answers on (a lab that serves 8443 only while 443 is allowed) is said so, apart from a mismatch,
+/// and fails nothing; a listening server whose chain the rule refuses still fails the check.
+@Suite(.serialized) struct CheckProbeNothingListensTests {
+    @Test func nothingListensIsNotAFailureOfThePolicy() throws {
+        let server = try Upstream("leaf-ec256", name: "lab")
+        let closed = try freePort()
+        let rules = """
+            rules:
+              - host: api.pinproxy.test
+                pins: [{ pin: "\(Pins.leafEC)", at: leaf }, { pin: "\(Pins.backup)", at: leaf }]
+              - host: x.api.pinproxy.test
+                ports: [\(closed)]
+                pins: [{ pin: "\(Pins.leafEC)", at: leaf }, { pin: "\(Pins.backup)", at: leaf }]
+            """
+        let config = try temporaryFile(policy(ports: [closed, server.port], rules: rules,
+                                              resolve: "  api.pinproxy.test: 127.0.0.1\n  x.api.pinproxy.test: 127.0.0.1"))
+        let r = try run(Paths.pinproxy, ["check", "--config", config, "--probe"], timeout: 60)
+        #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
+        #expect(r.stdout.hasSuffix("""
+            \(config): OK
+            2 rules (2 enforced, 0 report, 0 unpinned); 0 pinsets; 0 deny-listed keys; unpinned hosts: allow; listen: 127.0.0.1:3128
+
+            line 16 api.pinproxy.test: no ports:, so it applies on every port of proxy.allowed_ports; probing \(closed), \(server.port) (--port N probes one)
+            line 16 api.pinproxy.test:\(closed): nothing listens on api.pinproxy.test:\(closed) (127.0.0.1:\(closed): Connection refused): no chain to judge, not a failure of the policy
+            line 16 api.pinproxy.test:\(server.port): matches (\(Pins.leafEC) at position 0) via 127.0.0.1 TLSv1.3
+            line 18 x.api.pinproxy.test:\(closed): nothing listens on x.api.pinproxy.test:\(closed) (127.0.0.1:\(closed): Connection refused): no chain to judge, not a failure of the policy
+
+            """), "\(r.stdout)")
+        // A server that answers with a chain the rule refuses is still a failure.
+        let rogue = try Upstream("rogue-leaf", name: "rogue", port: closed)
+        let refused = try run(Paths.pinproxy, ["check", "--config", config, "--probe", "--port", String(closed)], timeout: 60)
+        #expect(refused.status == 1, "\(refused.stdout)")
+        #expect(refused.stdout.contains("line 18 x.api.pinproxy.test:\(closed): would be REFUSED: pin_mismatch via 127.0.0.1\n"), "\(refused.stdout)")
+        rogue.stop()
     }
 }
 

@@ -19,6 +19,8 @@ public enum OneShotProbe {
 
     public struct Failure: Error, CustomStringConvertible {
         public let description: String
+        /// Every address refused the connection: nothing listens on that port.
+        public var nothingListens = false
     }
 
     public static func run(_ authority: Authority, policy: Policy, connectTo: [IPAddress]? = nil) throws(Failure) -> Seen {
@@ -41,7 +43,7 @@ public enum OneShotProbe {
             let key = ProbeHub.Key(serverName: serverName, port: authority.port, addresses: addresses)
             waiter = probes?.probe(key, settings: settings) { result in
                 switch result.outcome {
-                case .failed(let refusal): finish(.failure(Failure(description: refusal.detail)))
+                case .failed(let refusal): finish(.failure(Failure(description: refusal.detail, nothingListens: refusal.nothingListens)))
                 case .chain(let certificates, let proof):
                     finish(.success(Seen(presented: certificates, address: result.address!, tlsVersion: result.tlsVersion?.description ?? "", proof: proof,
                                                    delivered: result.delivered)))
@@ -57,7 +59,7 @@ public enum OneShotProbe {
                                    parent: ParentHop(parent: parent, target: authority))
             waiter = probes?.probe(key, settings: settings) { result in
                 switch result.outcome {
-                case .failed(let refusal): finish(.failure(Failure(description: refusal.detail)))
+                case .failed(let refusal): finish(.failure(Failure(description: refusal.detail, nothingListens: refusal.nothingListens)))
                 case .chain(let certificates, let proof):
                     finish(.success(Seen(presented: certificates, address: result.address!, tlsVersion: result.tlsVersion?.description ?? "", proof: proof,
                                                    delivered: result.delivered)))

@@ -60,6 +60,10 @@ public struct Refusal: Hashable, Sendable {
     public let reply: [UInt8]?
     /// The parent proxy's answer, passed on: the status the client gets, and the one received.
     public let relayed: Relayed?
+    /// `connection_refused` because every address refused the connect (ECONNREFUSED: nothing
+    /// listens on that port there), not because a network was unreachable: `check --probe` says
+    /// "nothing listens" for it, apart from a failure of the policy.
+    public internal(set) var nothingListens = false
 
     public struct Relayed: Hashable, Sendable {
         public let status: Int

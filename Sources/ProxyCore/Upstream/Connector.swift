@@ -193,7 +193,11 @@ final class Connector {
     private func fail(_ refusal: Refusal? = nil) {
         let detail = failures.isEmpty ? "no address to connect to" : failures.map { "\($0.address): \($0.failure.text)" }.joined(separator: "; ")
         let allTimedOut = !failures.isEmpty && failures.allSatisfy { if case .timedOut = $0.failure { true } else { false } }
-        let refusal: Refusal = refusal ?? (allTimedOut ? .connectionTimeout(detail) : .connectionRefused(detail))
+        var refusal: Refusal = refusal ?? (allTimedOut ? .connectionTimeout(detail) : .connectionRefused(detail))
+        if refusal.code == .network(.connectionRefused), !failures.isEmpty,
+           failures.allSatisfy({ if case .refused(ECONNREFUSED) = $0.failure { true } else { false } }) {
+            refusal.nothingListens = true
+        }
         let done = completion
         completion = nil
         done?(.failed(refusal))
