@@ -78,7 +78,8 @@ struct RunCommand: ParsableCommand {
         } catch {
             var metadata: Logger.Metadata = ["detail": "\(error)"]
             if case Proxy.StartError.cannotListen(let address, let why) = error, why == String(cString: strerror(EADDRINUSE)) {
-                metadata["hint"] = "another process listens on \(address) (ss -ltnp 'sport = :\(address.port)' names it): stop it, or give pinproxy another address with --listen or proxy.listen"
+                // A listener, or a connection whose own end is the port: ss shows each with other flags.
+                metadata["hint"] = "\(PortHolder.holding(port: address.port).hint(for: address, ephemeral: PortHolder.ephemeralRange()))"
             }
             logger.error("start_failed", metadata: metadata)
             throw ExitCode(1)

@@ -275,6 +275,31 @@ func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, ar
         #expect(line["hint"] == "another process listens on 127.0.0.1:\(port) (ss -ltnp 'sport = :\(port)' names it): stop it, or give pinproxy another address with --listen or proxy.listen")
     }
 
+    /// The port is held by a program's outgoing connection, not a listener (a listen port in the
+    /// kernel's ephemeral range, where connections take their local ports): the hint says so and
+    /// names `ss -tanp`, which shows it (`ss -ltnp` shows nothing).
+    @Test func aListenPortHeldByAnOutgoingConnectionHasItsOwnHint() throws {
+        let (server, serverPort) = try boundLoopbackSocket()
+        defer { close(server) }
+        #expect(listen(server, 1) == 0)
+        let client = try connectedSocket(port: serverPort)  // its local port comes from the ephemeral range
+        defer { close(client) }
+        var local = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(client, $0, &length) } }
+        let port = UInt16(bigEndian: local.sin_port)
+        let range = try String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)
+            .split(whereSeparator: \.isWhitespace).compactMap { UInt16($0) }
+        #expect(range.count == 2 && (range[0]...range[1]).contains(port))
+        let path = try temporaryFile("version: 1\ndefaults: {unpinned: allow}\n")
+        let r = try run(Paths.pinproxy, ["run", "--config", path, "--listen", "127.0.0.1:\(port)"], timeout: 30)
+        #expect(r.status == 1)
+        let line = parseLogLine(String(r.stderr.split(separator: "\n").last ?? ""))
+        #expect(line["event"] == "start_failed" && line["detail"] == "cannot listen on 127.0.0.1:\(port): Address already in use", "\(r.stderr)")
+        #expect(line["hint"] == "no process listens on 127.0.0.1:\(port), but a connection has its port as its own end (ESTABLISHED; ss -tanp 'sport = :\(port)' names the program): \(port) is in the kernel's ephemeral range \(range[0])-\(range[1]) (net.ipv4.ip_local_port_range), from which every outgoing connection takes its local port, so any program may hold it again; give pinproxy a port outside that range with --listen or proxy.listen, or reserve this one (sysctl -w net.ipv4.ip_local_reserved_ports=\(port))",
+                "\(r.stderr)")
+    }
+
     /// The second address fails after the first is listening: the start fails the same way, and the
     /// first listener is freed (issue 17 found it leaked while the proxy held raw listener pointers;
     /// LeakSanitizer checks it under `.ci/sanitizers address`).
