@@ -181,6 +181,9 @@ struct CheckCommand: ParsableCommand {
                     Output.out("\(prefix) meets the CT policy (\(finding.counted.count) SCTs counted) via \(seen.address.ip) \(seen.tlsVersion)")
                 }
             }
+            if case .refused = evaluation.verdict {} else if !probeSecondConnection(rule, authority, seen, policy: policy, prefix: prefix) {
+                healthy = false
+            }
             // What the log says of this chain, in its words: the rule's own expiry is linted above.
             for warning in evaluation.warnings {
                 switch warning {
@@ -201,6 +204,23 @@ struct CheckCommand: ParsableCommand {
             if rule.mode == .enforce { healthy = false }
         }
         return healthy
+    }
+
+    /// A rule with mirrors, on a TLS 1.3 server: does it answer a second connection while a first is
+    /// open? One that serves one at a time has every TLS 1.3 tunnel without a key log refused
+    /// `mirror_lost`; false then for an enforced rule (as for any refusal).
+    private func probeSecondConnection(_ rule: Rule, _ authority: Authority, _ seen: OneShotProbe.Seen, policy: Policy, prefix: String) -> Bool {
+        guard rule.mirrorChecks > 0, seen.isTLS13 else { return true }
+        switch ConcurrencyProbe.run(authority, at: seen.address, settings: policy.proxy) {
+        case .concurrent:
+            return true
+        case .oneAtATime:
+            Output.out("\(prefix) serves one connection at a time (a second TLS connection got no answer until the first closed): every TLS 1.3 tunnel without a key log would be REFUSED: mirror_lost (the mirror check's connection waits behind the client's); add to the rule at line \(rule.line): mirror_checks: 0")
+            return rule.mode != .enforce
+        case .undetermined(let why):
+            Output.out("\(prefix) could not tell whether it answers a second connection while a first is open (\(why))")
+            return true
+        }
     }
 
     static func summary(_ policy: Policy) -> String {

@@ -232,9 +232,32 @@ struct PinCommand: ParsableCommand {
         }
         if let rule { Output.out(comparison(seen, with: rule, snapshot: snapshot, target: authority.target)) }
         for line in portAdvice(authority.port, policy: policy) { Output.out(line) }
+        let oneAtATime = concurrencyAdvice(authority, seen, rule: rule, policy: policy)
         let pastedTrust = trustForPastedRule(seen, target: authority.target, ruleTrust: trust, ruleValidation: validation, policy: policy, snapshot: snapshot)
         if let note = pastedTrust.note { Output.out(note) }
-        Output.out(CertificateReport.suggestedRule(for: chain, host: authority.target, trust: pastedTrust.trust))
+        Output.out(CertificateReport.suggestedRule(for: chain, host: authority.target, trust: pastedTrust.trust, oneAtATime: oneAtATime))
+    }
+
+    /// TLS 1.3 tunnels get the mirror check, a second connection beside the client's: a server that
+    /// serves one connection at a time never answers it, and every such tunnel is refused
+    /// `mirror_lost`. Two handshakes tell; true when the rule to paste needs `mirror_checks: 0`.
+    private func concurrencyAdvice(_ authority: Authority, _ seen: OneShotProbe.Seen, rule: Rule?, policy: Policy) -> Bool {
+        guard seen.isTLS13 else { return false }  // no mirror below TLS 1.3
+        switch ConcurrencyProbe.run(authority, at: seen.address, settings: policy.proxy) {
+        case .concurrent:
+            return false
+        case .oneAtATime:
+            Output.out("# \(seen.address) serves one connection at a time: a second TLS connection made while a first was open got no answer until the first closed.")
+            Output.out("# pinproxy's mirror check opens a second connection beside each TLS 1.3 client's, so every TLS 1.3 tunnel to it without a key log")
+            Output.out("# would be refused mirror_lost; with mirror_checks: 0 those tunnels rest on pinproxy's own probe (verify=probe-only).")
+            if let rule, rule.checksChain(under: policy), rule.mirrorChecks > 0 {
+                Output.out("# Add to the rule at line \(rule.line): mirror_checks: 0")
+            }
+            return true
+        case .undetermined(let why):
+            Output.out("# Could not tell whether \(seen.address) answers a second connection while a first is open (\(why)); if its TLS 1.3 tunnels are refused mirror_lost, give its rule mirror_checks: 0.")
+            return false
+        }
     }
 
     /// Whether what the server presented now passes the policy's rule for it: the question to answer
@@ -305,8 +328,9 @@ enum CertificateReport {
         return lines.joined(separator: "\n")
     }
 
-    /// A rule that pins the leaf key and, when present, the issuing CA's key.
-    static func suggestedRule(for chain: [CertificateFacts], host known: Target? = nil, trust: Trust? = nil) -> String {
+    /// A rule that pins the leaf key and, when present, the issuing CA's key; `mirror_checks: 0` for
+    /// a server that serves one connection at a time.
+    static func suggestedRule(for chain: [CertificateFacts], host known: Target? = nil, trust: Trust? = nil, oneAtATime: Bool = false) -> String {
         // A probed chain's leaf is its position 0, whatever its basic constraints say (a self-signed
         // server certificate often says CA:TRUE); of files, the first certificate that is not a CA.
         guard let leaf = known != nil ? chain.first : chain.first(where: { !$0.isCA }) ?? chain.first else { return "" }
@@ -322,18 +346,19 @@ enum CertificateReport {
         }
         let issuer = onlyCA ? nil : chain.first(where: { $0.isCA && $0.subject == leaf.issuer && $0.spki != leaf.spki })
         return (["# Ready-to-paste rule (under rules:). Confirm these pins from a network you trust."]
-                + ruleLines(target: target, trust: trust.map { "\($0)" }, leaf: (leaf.spki, leaf.subject, onlyCA),
+                + ruleLines(target: target, trust: trust.map { "\($0)" }, oneAtATime: oneAtATime, leaf: (leaf.spki, leaf.subject, onlyCA),
                             issuer: issuer.map { ($0.spki, $0.subject) })).joined(separator: "\n")
     }
 
     /// The rule itself, shared with `--from-log`: the leaf key (or a lone CA's, where a CA sits)
     /// and, as its backup (BackupRule), the issuing CA marked `backup: true`.
-    static func ruleLines(target: String, ports: [UInt16]? = nil, trust: String?, mode: String? = nil,
+    static func ruleLines(target: String, ports: [UInt16]? = nil, trust: String?, mode: String? = nil, oneAtATime: Bool = false,
                           leaf: (spki: Pin, subject: String, isCA: Bool), issuer: (spki: Pin, subject: String)?) -> [String] {
         var lines = ["- \(target)"]
         if let ports { lines.append("  ports: [\(ports.map(String.init).joined(separator: ", "))]") }
         if let trust { lines.append("  trust: \"\(trust)\"") }
         if let mode { lines.append("  mode: \(mode)") }
+        if oneAtATime { lines.append("  mirror_checks: 0                  # it serves one connection at a time") }
         lines += [
             "  pins:",
             "    - { pin: \"\(leaf.spki)\", at: \(leaf.isCA ? "ca" : "leaf"), label: \"\(escape(leaf.subject))\" }",

@@ -15,6 +15,9 @@ public enum OneShotProbe {
         public let proof: KeyProof
         /// The SCTs the server sent beside its chain (TLS extension, stapled OCSP), for CT.
         public let delivered: DeliveredSCTs
+
+        /// TLS 1.3: what a tunnel gets the mirror check for.
+        public var isTLS13: Bool { tlsVersion == TLSVersion.tls13.description }
     }
 
     public struct Failure: Error, CustomStringConvertible {

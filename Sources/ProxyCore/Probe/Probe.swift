@@ -30,10 +30,14 @@ final class Probe {
     private var timer: Timer?
     private var completion: ((ProbeResult) -> Void)?
     private let address: SocketAddress
+    /// Keep the connection open after a chain, until `cancel()` (or `deinit`): what
+    /// `ConcurrencyProbe` holds to see whether the server answers a second connection meanwhile.
+    private let holdsConnection: Bool
 
     init(loop: EventLoop, context: ProbeTLSContext, fd: Int32, address: SocketAddress, serverName: String?,
-         timeout: Double, completion: @escaping (ProbeResult) -> Void) {
+         timeout: Double, holdsConnection: Bool = false, completion: @escaping (ProbeResult) -> Void) {
         self.address = address
+        self.holdsConnection = holdsConnection
         self.completion = completion
         let ssl = ProbeSSL(context: context, serverName: serverName)
         self.ssl = ssl
@@ -133,7 +137,15 @@ final class Probe {
     private func finish(_ outcome: ProbeResult.Outcome, version: TLSVersion?, delivered: DeliveredSCTs = .none) {
         let done = completion
         completion = nil
-        release()
+        if holdsConnection, case .chain = outcome, let bev {
+            // Held open, read no more: the server stays busy with this connection until `cancel()`.
+            timer?.cancel()
+            timer = nil
+            bufferevent_setcb(bev, nil, nil, nil, nil)
+            bufferevent_disable(bev, Int16(EV_READ | EV_WRITE))
+        } else {
+            release()
+        }
         done?(ProbeResult(outcome: outcome, address: address, tlsVersion: version, delivered: delivered))
     }
 }
