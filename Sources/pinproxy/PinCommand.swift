@@ -169,10 +169,12 @@ struct PinCommand: ParsableCommand {
         if !all.isEmpty { Output.out(CertificateReport.suggestedRule(for: all)) }
         if !keys.isEmpty {
             if !all.isEmpty { Output.out("") }
+            // `at: leaf`: a spare kept offline, or the server's own key, is a leaf key; said, it lets
+            // `check` tell it from a CA pin in the served chain (BackupRule).
             Output.out("# Pin entries for a rule's pins: (a key without a certificate: a backup, or the key itself):")
             for key in keys {
                 let name = (key.path as NSString).lastPathComponent
-                Output.out("    - { pin: \"\(key.pin)\", label: \"\(CertificateReport.escape(name))\" }   # or { file: \(key.path) }")
+                Output.out("    - { pin: \"\(key.pin)\", at: leaf, label: \"\(CertificateReport.escape(name))\" }   # or { file: \(key.path), at: leaf }")
             }
         }
     }

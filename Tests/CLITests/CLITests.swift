@@ -173,13 +173,13 @@ func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, ar
             spki pin:  \(pin)
 
             # Pin entries for a rule's pins: (a key without a certificate: a backup, or the key itself):
-                - { pin: "\(pin)", label: "backup.pub.pem" }   # or { file: \(fixtures)/backup.pub.pem }
+                - { pin: "\(pin)", at: leaf, label: "backup.pub.pem" }   # or { file: \(fixtures)/backup.pub.pem, at: leaf }
 
             """)
         let both = try pinproxy("pin", "--cert", "\(fixtures)/leaf-ec256.pem", "\(fixtures)/backup.pub.pem")
         #expect(both.status == 0)
         #expect(both.stdout.contains("- host: \"api.pinproxy.test\"\n"))
-        #expect(both.stdout.hasSuffix("    - { pin: \"\(pin)\", label: \"backup.pub.pem\" }   # or { file: \(fixtures)/backup.pub.pem }\n"))
+        #expect(both.stdout.hasSuffix("    - { pin: \"\(pin)\", at: leaf, label: \"backup.pub.pem\" }   # or { file: \(fixtures)/backup.pub.pem, at: leaf }\n"))
     }
 
     @Test func checkWarnsAboutAResolvedNameInDenyDestinations() throws {
