@@ -1,4 +1,5 @@
 import Foundation
+import PinPolicy
 import Testing
 import TestSupport
 
@@ -124,6 +125,52 @@ import TestSupport
         let line = try #require(proxy.waitFor("tunnel_warning") { $0["reason"] == "rule_expired" }, "\(proxy.log)")
         #expect(line["level"] == "error" && line["detail"] == "the rule expired \(expired) (on_expiry: enforce); refresh its pins and expires", "\(line)")
         #expect(proxy.stop() == 0)
+    }
+
+    /// Every lint code: the policy that causes it, checked and run. `check` prints each as
+    /// `warning[CODE]`, `run` logs each as `policy_warning code=CODE` (the log list's staleness as its
+    /// own `ct_list_stale` line), and both name the same codes.
+    @Test(arguments: ["missing_backup_pin", "no_real_backup", "cert_leaf_pins_only", "pinned_cert_expires_soon", "pin_denylisted",
+                      "rule_expires_soon", "rule_expired", "weaker_rule_shadows_enforced", "debug_bypass_present", "debug_bypass_expired",
+                      "resolve_to_denied_destination", "ct_list_few_operators", "ct_list_stale"])
+    func everyLintCodeIsSaidByBoth(code: String) throws {
+        let two = "pins: [{ pin: \"\(Pins.leafEC)\", at: leaf }, { pin: \"\(Pins.backup)\", at: leaf }]"
+        var rules = "rules:\n  - host: api.pinproxy.test\n    \(two)"
+        var resolve = "  api.pinproxy.test: 127.0.0.1"
+        var proxy = "", extra = ""
+        switch code {
+        case "missing_backup_pin": rules = apiRule(pinsLine(Pins.leafEC))
+        case "no_real_backup": rules = apiRule(pinsLine(Pins.leafEC, Pins.intermediate))
+        case "cert_leaf_pins_only": rules = apiRule(pinsLine(Pins.selfSignedCert, "cert-sha256:" + String(repeating: "A", count: 43) + "="))
+        case "pinned_cert_expires_soon":
+            let files = try RotationTests.shortLivedChain(days: 20)
+            rules = "rules:\n  - host: api.pinproxy.test\n    pins: [{ pin: \"\(Pins.leafEC)\", at: leaf }, { file: \((files.chain as NSString).deletingLastPathComponent)/leaf.pem, kind: cert }]"
+        case "pin_denylisted": extra = "deny: [\"\(Pins.backup)\"]"
+        case "rule_expires_soon": rules += "\n    expires: \"\(RFC3339Text.inSeconds(10 * 86400))\"\n    on_expiry: enforce"
+        case "rule_expired": rules += "\n    expires: \"\(RFC3339Text.inSeconds(-86400))\"\n    on_expiry: report"
+        case "weaker_rule_shadows_enforced": rules = "rules:\n  - host: \"**.pinproxy.test\"\n    \(two)\n  - host: api.pinproxy.test\n    mode: unpinned"
+        case "debug_bypass_present": extra = "debug:\n  until: \"\(RFC3339Text.inSeconds(3600))\"\n  hosts: [api.pinproxy.test]"
+        case "debug_bypass_expired": extra = "debug:\n  until: \"\(RFC3339Text.inSeconds(-3600))\"\n  hosts: [api.pinproxy.test]"
+        case "resolve_to_denied_destination": resolve += "\n  link.pinproxy.test: 169.254.0.9"
+        case "ct_list_few_operators":
+            let ct = try CTFixtures.made()
+            let list = try ct.editedLogList { list in list["operators"] = (list["operators"] as? [Any]).map { Array($0.prefix(1)) } }
+            proxy = "ct_log_list: \(list)"
+        case "ct_list_stale":
+            let ct = try CTFixtures.made()
+            proxy = "ct_log_list: " + (try ct.editedLogList { $0["log_list_timestamp"] = RFC3339.format(Date().addingTimeInterval(-100 * 86400)) })
+        default: Issue.record("no policy for \(code)")
+        }
+        let yaml = policy(ports: [443], rules: rules, resolve: resolve, proxy: proxy, extra: extra)
+            .replacingOccurrences(of: "require_backup: off", with: "require_backup: warn")
+        let checked = try check(yaml)
+        #expect(checked.run.status == 0, "\(checked.run)")
+        let checkCodes = warnings(checked).compactMap { $0.split(separator: "[").dropFirst().first?.split(separator: "]").first.map(String.init) }
+        #expect(checkCodes == [code], "\(checked.run.stdout)")
+        let run = try ProxyProcess(config: yaml)
+        let logged = run.events("policy_warning").compactMap { $0["code"] } + run.events("ct_list_stale").map { _ in "ct_list_stale" }
+        #expect(logged == checkCodes, "\(run.log)")
+        #expect(run.stop() == 0)
     }
 
     /// A leaf that expires within 30 days: only the chain tells, so `check` is silent and `check

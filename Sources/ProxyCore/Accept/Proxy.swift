@@ -367,8 +367,12 @@ public final class Proxy {
     /// When `ct_list_stale` was last said.
     private var ctListLog = CTListLog()
 
+    /// `check`'s warnings, one line each: the policy's, and the CT log list's but staleness, which
+    /// has its own line (`ct_list_stale`, repeated daily).
     private func logLint(_ policy: Policy) {
-        for warning in policy.lint(at: Date()) {
+        let now = Date()
+        let list = snapshot.ct.map { policy.lint($0.list, at: now).filter { $0.code != CTListWarning.stale(age: 0, maxAge: 0).code } } ?? []
+        for warning in policy.lint(at: now) + list {
             logger.emit(LogRecord(.warning, "policy_warning", [("code", .string(warning.code)), ("rule_line", .int(warning.line)),
                                                                 ("detail", .string(warning.message))]))
         }
