@@ -140,7 +140,9 @@ import TestSupport
         #expect(proxy.waitFor("tunnel_refused")?["detail"]?.hasPrefix("127.0.0.1:\(port): ") == true)
     }
 
-    /// `pinproxy pin` with the policy probes as the proxy does: through the parent, which resolves.
+    /// `pinproxy pin` with the policy probes as the proxy does: through the parent, which resolves;
+    /// and so are its two handshakes that ask whether the server answers a second connection while
+    /// a first is open (a mirror goes through the parent too).
     @Test func pinProbesThroughTheParent() throws {
         let server = try Upstream("leaf-ec256", name: "pin")
         let parent = try Parent(["--mode", "tunnel", "--map", "api.pinproxy.test=127.0.0.1"])
@@ -149,7 +151,8 @@ import TestSupport
         let r = try run(Paths.pinproxy, ["pin", "api.pinproxy.test:\(server.port)", "--config", config], timeout: 30)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.contains("spki pin:  \(Pins.leafEC)\n"))
-        #expect(parent.requests == ["CONNECT api.pinproxy.test:\(server.port) auth=-"])
+        #expect(parent.requests == Array(repeating: "CONNECT api.pinproxy.test:\(server.port) auth=-", count: 3))
+        #expect(!r.stdout.contains("one connection at a time"), "\(r.stdout)")
     }
 
     func urllibThrough(_ port: UInt16) -> String {

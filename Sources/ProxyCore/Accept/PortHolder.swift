@@ -15,7 +15,10 @@ public enum PortHolder: Equatable, Sendable {
 
     /// Who holds `port` now.
     public static func holding(port: UInt16) -> PortHolder {
-        let tables = ["/proc/net/tcp", "/proc/net/tcp6"].compactMap { try? String(contentsOfFile: $0, encoding: .utf8) }
+        // Read to EOF: a /proc file says it is empty, and its text comes a page per read.
+        let tables = ["/proc/net/tcp", "/proc/net/tcp6"].compactMap { path in
+            (try? PlainFile.contents(of: path, limit: 256 << 20)).map { String(decoding: $0, as: UTF8.self) }
+        }
         return holding(port: port, tables: tables)
     }
 
@@ -44,7 +47,7 @@ public enum PortHolder: Equatable, Sendable {
 
     /// `net.ipv4.ip_local_port_range` (it covers IPv6 too): where outgoing connections' local ports come from.
     public static func ephemeralRange() -> ClosedRange<UInt16>? {
-        (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)).flatMap(parseRange)
+        (try? PlainFile.contents(of: "/proc/sys/net/ipv4/ip_local_port_range", limit: 4096)).map { String(decoding: $0, as: UTF8.self) }.flatMap(parseRange)
     }
 
     static func parseRange(_ text: String) -> ClosedRange<UInt16>? {
