@@ -181,7 +181,10 @@ struct CheckCommand: ParsableCommand {
                     Output.out("\(prefix) meets the CT policy (\(finding.counted.count) SCTs counted) via \(seen.address.ip) \(seen.tlsVersion)")
                 }
             }
-            if case .refused = evaluation.verdict {} else if !probeSecondConnection(rule, authority, seen, policy: policy, prefix: prefix) {
+            // A chain the rule refuses is said above; one it lets through may still meet a server the
+            // mirror check cannot work with.
+            let refused = if case .refused = evaluation.verdict { true } else { false }
+            if !refused, !probeSecondConnection(rule, authority, seen, policy: policy, prefix: prefix) {
                 healthy = false
             }
             // What the log says of this chain, in its words: the rule's own expiry is linted above.

@@ -64,9 +64,11 @@ public enum ConcurrencyProbe {
                 switch outcome {
                 case .failed(let refusal): done(.connectFailed(refusal.detail))
                 case .connected(let fd, let connected):
-                    // Its own timeout is longer than the waits below: they decide, not it.
+                    // The first is an ordinary probe. The second's own timeout is longer than the
+                    // waits below (beside the first, then after it): they decide, not it.
                     probes.append(Probe(loop: loop, context: context, fd: fd, address: connected, serverName: serverName,
-                                        timeout: 2 * settings.probeTimeout + 1, holdsConnection: holds) { done(.probed($0)) })
+                                        timeout: holds ? settings.probeTimeout : 2 * settings.probeTimeout + 1,
+                                        holdsConnection: holds) { done(.probed($0)) })
                 }
             })
         }
@@ -87,7 +89,7 @@ public enum ConcurrencyProbe {
             timers.append(Timer(loop: loop, after: patience) {
                 // No answer beside the first: close it, and see whether the second is answered now.
                 firstClosed = true
-                probes.first?.cancel()
+                probes.first?.cancel()  // the first look's probe: the second starts only once it has its chain
                 timers.append(Timer(loop: loop, after: settings.probeTimeout) {
                     finish(.undetermined("a second connection got no TLS answer within \(Int(patience)) s beside the first, nor within \(Int(settings.probeTimeout)) s after the first closed"))
                 })
