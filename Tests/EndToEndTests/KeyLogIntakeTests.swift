@@ -217,7 +217,11 @@ import TestSupport
             while time.monotonic() < end:
                 os.write(fd, chunk)
             """
-        return try Process.run(URL(fileURLWithPath: "/usr/bin/env"), arguments: ["python3", "-c", script, path, String(seconds)])
+        let writer = Process()
+        writer.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        writer.arguments = ["python3", "-c", script, path, String(seconds)]
+        try ChildProcesses.launch(writer)
+        return writer
     }
 
     /// The time from sending a CONNECT to the end of its answer's head, and the answer's status line.
@@ -240,7 +244,7 @@ import TestSupport
         let server = try Upstream("leaf-ec256", name: "good", tls: "1.3")
         let proxy = try ProxyProcess(config: Self.floodPolicy(path, port: server.port))
         let writer = try Self.flood(path, seconds: 8)
-        defer { if writer.isRunning { kill(writer.processIdentifier, SIGKILL) } }
+        defer { ChildProcesses.end(writer, grace: 0) }
         #expect(proxy.waitFor("keylog_flooded", timeout: 8) != nil, "\(proxy.log.suffix(2000)) size \(Self.fileStat(path)?.st_size ?? -1)")
 
         // While it floods: unpinned CONNECTs, each answered within a second (a generous bound on a
@@ -264,7 +268,7 @@ import TestSupport
         let closed = try #require(proxy.waitFor("tunnel_closed") { $0["host"] == "api.pinproxy.test" })
         #expect(closed["verify"] == "probe+keylog" && closed["tls"] == "TLSv1.3", "\(closed)")
 
-        writer.waitUntilExit()
+        ChildProcesses.end(writer, grace: 30)  // it stops by itself after its 8 s
         let flooded = try #require(proxy.events("keylog_flooded").first)
         #expect(flooded["level"] == "warning" && flooded["keylog"] == path)
         #expect((Int(flooded["bytes_per_s"] ?? "") ?? 0) > 1_000_000 && (Int(flooded["skipped_bytes"] ?? "") ?? 0) > 0, "\(flooded)")
