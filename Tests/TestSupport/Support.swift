@@ -140,6 +140,9 @@ public final class Helper: @unchecked Sendable {
     /// Closes its stdin and nothing else (a test of how a script ends).
     public func closeInput() { try? stdin.fileHandleForWriting.close() }
 
+    /// Writes `line` and a newline to its stdin, for a script that reads commands there.
+    public func send(line: String) { try? stdin.fileHandleForWriting.write(contentsOf: Data((line + "\n").utf8)) }
+
     deinit { stop() }
 }
 
