@@ -85,10 +85,10 @@ import TestSupport
             let client = try PlainClient(port: proxy.port)
             client.send(silent)
             #expect(Self.reaches(proxy, descriptors: before + 2, within: 10))  // the client's and the server's connection
-            let cutAt = Date()
             client.cut(reset: reset)
-            let line = try #require(proxy.waitFor("http_forwarded", timeout: 10) { $0["outcome"] == outcome })
-            #expect(Date().timeIntervalSince(cutAt) < 10)
+            // Noticed, not timed out: the outcome says which (idle_timeout is the default 300 s,
+            // and the silent server never answers).
+            let line = try #require(proxy.waitFor("http_forwarded", timeout: 30) { $0["outcome"] == outcome })
             #expect(line["method"] == "GET" && line["host"] == "plain.pinproxy.test" && line["status"] == "0" && line["bytes_down"] == "0", "\(line)")
         }
 
