@@ -22,7 +22,7 @@ import TestSupport
         #expect(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "DONE \(cycles)", "\(r.stdout) \(r.stderr)")
 
         // Every tunnel ends within seconds, not at the idle timeout.
-        let settled = proxy.waitFor("stats", timeout: 10) { $0["tunnels"] == "0" && $0["active_sessions"] == "0" && $0["closed"].flatMap(Int.init) ?? 0 >= cycles }
+        let settled = proxy.waitFor("stats", timeout: 30) { $0["tunnels"] == "0" && $0["active_sessions"] == "0" && $0["closed"].flatMap(Int.init) ?? 0 >= cycles }
         #expect(settled != nil, "\(proxy.events("stats").last ?? [:])")
         let reasons = Dictionary(grouping: proxy.events("tunnel_closed"), by: { $0["close_reason"] ?? "?" }).mapValues(\.count)
         #expect(reasons["idle_timeout"] == nil, "\(reasons)")
