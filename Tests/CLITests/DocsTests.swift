@@ -99,4 +99,36 @@ import TestSupport
             }
         }
     }
+
+    /// How many tests there are is `swift test`'s to say: a count in the docs goes stale with the
+    /// next test (docs/development.md once said 422 in one place and 350 in another, while
+    /// `swift test` ran 795).
+    @Test func noDocumentCountsTheTests() throws {
+        let count = try NSRegularExpression(pattern: "\\b[0-9][0-9,]*\\s+(?:[A-Za-z+-]+\\s+){0,2}(?:tests|test cases)\\b")
+        let manPages = Self.pages
+        for page in Self.markdown + manPages {
+            let text = try String(contentsOf: Paths.repository.appendingPathComponent(page), encoding: .utf8)
+            let found = count.matches(in: text, range: NSRange(text.startIndex..., in: text)).map { String(text[Range($0.range, in: text)!]) }
+            #expect(found.isEmpty, "\(page) counts the tests: \(found)")
+        }
+    }
+
+    /// The README's time for the whole suite is the one measurement docs/development.md records,
+    /// with its date, rounded to the minute: the figure is measured, never guessed, and changing
+    /// one without the other fails here.
+    @Test func theREADMEsSuiteTimeIsTheMeasuredOne() throws {
+        func text(_ page: String) throws -> String { try String(contentsOf: Paths.repository.appendingPathComponent(page), encoding: .utf8) }
+        func matches(_ pattern: String, _ text: String) throws -> [[String]] {
+            try NSRegularExpression(pattern: pattern).matches(in: text, range: NSRange(text.startIndex..., in: text)).map { match in
+                (0..<match.numberOfRanges).map { String(text[Range(match.range(at: $0), in: text)!]) }
+            }
+        }
+        let development = try text("docs/development.md")
+        let records = try matches("measured on\\s+(20[0-9]{2}-[0-9]{2}-[0-9]{2})[^*]*\\*\\*([0-9]+) min ([0-9]+) s\\*\\*", development)
+        #expect(records.count == 1, "docs/development.md should record the suite's time once: \(records.map { $0[0] })")
+        let readme = try matches("whole test suite\\s+\\((?:about\\s+)?([0-9]+)\\s+minutes?\\s+on 2 cores", try text("README.md"))
+        #expect(readme.count == 1, "the README's Quick start should say how long the suite takes: \(readme.map { $0[0] })")
+        guard let record = records.first, let said = readme.first, let minutes = Int(record[2]), let seconds = Int(record[3]) else { return }
+        #expect(Int(said[1]) == (minutes * 60 + seconds + 30) / 60, "README says \(said[0]); docs/development.md measured \(record[0])")
+    }
 }

@@ -33,16 +33,17 @@ import TestSupport
     }
 
     /// `HTTPS_PROXY=https://…` and `socks5h://…`: answered in the client's own protocol, long before
-    /// `header_timeout` (curl gives up after 3 s, so a hang would be exit 28, not these).
+    /// `header_timeout` (curl gives up after 20 s, well before the 60 s `header_timeout`, so a hang
+    /// would be exit 28, not these).
     @Test(arguments: [
         ("https", Int32(35), "alert handshake failure", "tls_to_proxy", "TLS ClientHello"),
         ("socks5h", 97, "No authentication method was acceptable", "socks_to_proxy", "SOCKS 5 greeting"),
         ("socks4a", 97, "request rejected or failed", "socks_to_proxy", "SOCKS 4 request"),
     ])
     func aClientSpeakingTheWrongProtocolIsAnsweredAtOnce(scheme: String, exit: Int32, says: String, reason: String, detail: String) throws {
-        let proxy = try ProxyProcess(config: policy(ports: [443], proxy: "header_timeout: 10s"))
-        let r = try run("/usr/bin/curl", ["-sS", "--max-time", "3", "-x", "\(scheme)://127.0.0.1:\(proxy.port)", "https://api.pinproxy.test/"],
-                        timeout: 10)
+        let proxy = try ProxyProcess(config: policy(ports: [443], proxy: "header_timeout: 60s"))
+        let r = try run("/usr/bin/curl", ["-sS", "--max-time", "20", "-x", "\(scheme)://127.0.0.1:\(proxy.port)", "https://api.pinproxy.test/"],
+                        timeout: 30)
         #expect(r.status == exit, "\(r.stderr)")
         #expect(r.stderr.contains(says), "\(r.stderr)")
         let line = proxy.waitFor("request_rejected")

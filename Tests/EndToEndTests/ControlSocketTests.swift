@@ -218,8 +218,8 @@ import TestSupport
                 == "error the request line is over 512 bytes\n")
 
         // Four silent clients fill the server; a fifth is told so at once. Each silent one is closed
-        // unanswered at its 5 s deadline (a recv sees the end within its 10 s timeout), and the
-        // server serves again.
+        // unanswered at its 5 s deadline, not before it (a recv that returns 0 saw the server's
+        // close, not its own 10 s timeout), and the server serves again.
         let silent = try (0..<4).map { _ in try connectUnix(socket) }
         defer { for fd in silent { close(fd) } }
         usleep(200_000)
@@ -227,7 +227,7 @@ import TestSupport
         #expect(try exchange(socket, Array("quarantine list\n".utf8)) == "error busy: 4 control connections are open; retry shortly\n")
         var byte: UInt8 = 0
         #expect(silent.map { recv($0, &byte, 1, 0) } == [0, 0, 0, 0])
-        #expect(Date().timeIntervalSince(opened) > 4 && Date().timeIntervalSince(opened) < 9.5)
+        #expect(Date().timeIntervalSince(opened) > 4)
         var answer = ""
         for _ in 0..<50 {
             answer = try exchange(socket, Array("quarantine list\n".utf8))

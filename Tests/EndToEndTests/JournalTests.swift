@@ -32,19 +32,19 @@ import TestSupport
             process.standardError = stderr
             process.standardOutput = FileHandle.nullDevice
             process.standardInput = FileHandle.nullDevice
-            try process.run()
+            try ChildProcesses.launch(process)
         }
 
         var stderr: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
 
         func stop() -> Int32 {
             kill(process.processIdentifier, SIGTERM)
-            let deadline = Date().addingTimeInterval(20)
-            while process.isRunning && Date() < deadline { usleep(20_000) }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
+            ChildProcesses.end(process, grace: 20)
             return process.terminationStatus
         }
+
+        /// A test that threw before `stop()` leaves no proxy running.
+        deinit { ChildProcesses.end(process, grace: 0) }
     }
 
     @Test func eventsAreJournalEntriesWithPriorityAndFields() throws {

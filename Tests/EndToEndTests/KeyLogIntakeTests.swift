@@ -205,19 +205,26 @@ import TestSupport
                proxy: "stats_interval: 100ms\nkeylog: { path: \(path), wait: 2s }")
     }
 
-    /// A writer appending key lines to the file as fast as it can (64 KiB per write, as `yes` does),
-    /// for `seconds`; it stops by itself (a signal from the test runner's threads may be blocked).
-    static func flood(_ path: String, seconds: Int) throws -> Process {
+    /// A writer appending key lines to `path` as fast as it can (64 KiB per write, as `yes` does),
+    /// for `seconds` or until SIGTERM; then it prints how many bytes it wrote.
+    static func flood(_ path: String, seconds: Int) throws -> BackgroundRun {
         let script = """
-            import os, sys, time
+            import os, signal, sys, time
+            stopped = False
+            def stop(*_):
+                global stopped
+                stopped = True
+            signal.signal(signal.SIGTERM, stop)
             line = b"CLIENT_RANDOM " + b"ab" * 32 + b" " + b"cd" * 48 + b"\\n"
             chunk = line * (65536 // len(line))
-            fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+            fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             end = time.monotonic() + float(sys.argv[2])
-            while time.monotonic() < end:
-                os.write(fd, chunk)
+            written = 0
+            while not stopped and time.monotonic() < end:
+                written += os.write(fd, chunk)
+            print(written, flush=True)
             """
-        return try Process.run(URL(fileURLWithPath: "/usr/bin/env"), arguments: ["python3", "-c", script, path, String(seconds)])
+        return try BackgroundRun("/usr/bin/env", ["python3", "-c", script, path, String(seconds)])
     }
 
     /// The time from sending a CONNECT to the end of its answer's head, and the answer's status line.
@@ -225,37 +232,59 @@ import TestSupport
         let clock = ContinuousClock()
         var head = ""
         let elapsed = clock.measure {
-            head = (try? rawResponseHead(port: proxy, send: Array("CONNECT \(target) HTTP/1.1\r\nHost: \(target)\r\n\r\n".utf8), timeout: 5)) ?? ""
+            head = (try? rawResponseHead(port: proxy, send: Array("CONNECT \(target) HTTP/1.1\r\nHost: \(target)\r\n\r\n".utf8), timeout: 20)) ?? ""
         }
         return (elapsed, String(head.split(separator: "\r\n").first ?? ""))
+    }
+
+    /// `count` unpinned CONNECTs one after another (while `writer` runs): their median time, and
+    /// each that was not answered 200.
+    static func connects(_ count: Int, proxy: UInt16, target: String, while writer: BackgroundRun,
+                         sampling path: String? = nil, largest: inout Int64) -> (median: Duration, failed: [String]) {
+        var times: [Duration] = []
+        var failed: [String] = []
+        for index in 0..<count where writer.isRunning {
+            let (elapsed, status) = timedConnect(proxy: proxy, target: target)
+            times.append(elapsed)
+            if status != "HTTP/1.1 200 Connection established" { failed.append("#\(index): \(elapsed) \(status)") }
+            if let path, let info = fileStat(path) { largest = max(largest, Int64(info.st_blocks) * 512) }
+        }
+        return (times.sorted().dropFirst(times.count / 2).first ?? .zero, failed)
     }
 
     /// Issue 16 item 0: any local user may append to the key log (mode 0622), and `yes` doing so for a
     /// few seconds took unpinned CONNECTs from 0.5 ms to 574 ms (p50), refused every pinned TLS 1.3
     /// tunnel under require_keylog, and grew the file in RAM by gigabytes. Read on a thread of its own,
     /// skipped ahead and emptied, it costs the accepting loop nothing.
+    ///
+    /// Measured against the machine itself, so that a loaded machine neither passes the old intake
+    /// nor fails the new one: the same writer first appends to another file on the same tmpfs (the
+    /// same load on the cores, no key-log work), then to the key log; the CONNECTs' median in the
+    /// flood stays within a small multiple of the one beside the other writer (the old intake's was
+    /// about a thousand times), and the file's RAM within a quarter of what the writer wrote (the old
+    /// intake kept all of it).
     @Test func aKeyLogFloodLeavesConnectsPromptTheFileBoundedAndKeyLogTunnelsVerified() throws {
         let directory = try memoryDirectory()
         let path = directory + "/keylog"
         let server = try Upstream("leaf-ec256", name: "good", tls: "1.3")
         let proxy = try ProxyProcess(config: Self.floodPolicy(path, port: server.port))
-        let writer = try Self.flood(path, seconds: 8)
-        defer { if writer.isRunning { kill(writer.processIdentifier, SIGKILL) } }
-        #expect(proxy.waitFor("keylog_flooded", timeout: 8) != nil, "\(proxy.log.suffix(2000)) size \(Self.fileStat(path)?.st_size ?? -1)")
+        let target = "plain.pinproxy.test:\(server.port)"
+        var unused: Int64 = 0
 
-        // While it floods: unpinned CONNECTs, each answered within a second (a generous bound on a
-        // loaded 2-core machine; the old intake took 574 ms at the median and timed many out), and the
-        // file's RAM sampled between them (bounded by the writer's rate times the intake's pace and
-        // scheduling: 370 MiB at most seen; the old intake let it reach 4.4 GiB in this test).
-        var slow: [String] = []
+        let beside = try Self.flood(directory + "/other", seconds: 120)
+        let control = Self.connects(30, proxy: proxy.port, target: target, while: beside, largest: &unused)
+        _ = beside.stop(timeout: 10)
+        try? FileManager.default.removeItem(atPath: directory + "/other")
+        #expect(control.failed.isEmpty, "beside another writer: \(control.failed)")
+
+        let writer = try Self.flood(path, seconds: 120)
+        defer { _ = writer.stop(timeout: 0) }
+        #expect(proxy.waitFor("keylog_flooded", timeout: 20) != nil, "\(proxy.log.suffix(2000)) size \(Self.fileStat(path)?.st_size ?? -1)")
+        // While it floods: unpinned CONNECTs, and the file's RAM sampled between them.
         var largest: Int64 = 0
-        for index in 0..<30 where writer.isRunning {
-            let (elapsed, status) = Self.timedConnect(proxy: proxy.port, target: "plain.pinproxy.test:\(server.port)")
-            if status != "HTTP/1.1 200 Connection established" || elapsed > .seconds(1) { slow.append("#\(index): \(elapsed) \(status)") }
-            if let info = Self.fileStat(path) { largest = max(largest, Int64(info.st_blocks) * 512) }
-        }
-        #expect(slow.isEmpty, "\(slow)")
-        #expect(largest < 1 << 30, "the key log held \(largest) bytes of RAM")
+        let flood = Self.connects(30, proxy: proxy.port, target: target, while: writer, sampling: path, largest: &largest)
+        #expect(flood.failed.isEmpty, "during the flood: \(flood.failed)")
+        #expect(flood.median <= control.median * 20, "median CONNECT \(flood.median) during the flood, \(control.median) beside another writer")
 
         // A pinned TLS 1.3 tunnel under require_keylog whose client writes its line in the flood.
         #expect(writer.isRunning, "the flood ended before the pinned tunnel was tried")
@@ -264,13 +293,15 @@ import TestSupport
         let closed = try #require(proxy.waitFor("tunnel_closed") { $0["host"] == "api.pinproxy.test" })
         #expect(closed["verify"] == "probe+keylog" && closed["tls"] == "TLSv1.3", "\(closed)")
 
-        writer.waitUntilExit()
+        let written = try #require(Int64(writer.stop(timeout: 10).trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(largest <= written / 4, "the key log held \(largest) bytes of RAM of the \(written) written")
         let flooded = try #require(proxy.events("keylog_flooded").first)
         #expect(flooded["level"] == "warning" && flooded["keylog"] == path)
         #expect((Int(flooded["bytes_per_s"] ?? "") ?? 0) > 1_000_000 && (Int(flooded["skipped_bytes"] ?? "") ?? 0) > 0, "\(flooded)")
         #expect(flooded["watches"] != nil && flooded["detail"] != nil)
-        // Once no tunnel waits, what the flood left is skipped and the file emptied: bounded in size too.
-        let stats = try #require(proxy.waitFor("stats", timeout: 20) { (Int($0["keylog_skipped_bytes"] ?? "") ?? 0) > 100_000_000 })
+        // Once no tunnel waits, what the flood left is skipped (most of what was written: 86-96 % in
+        // runs on the shared machine) and the file emptied: bounded in size too.
+        let stats = try #require(proxy.waitFor("stats", timeout: 20) { (Int64($0["keylog_skipped_bytes"] ?? "") ?? 0) >= written / 2 })
         #expect(stats["keylog_watches"] == "0")
         let settled = Date().addingTimeInterval(20)
         // Size and blocks both: the intake may have caught up with the size before it gave the blocks
@@ -280,7 +311,7 @@ import TestSupport
         #expect(info.st_size <= 8 << 20 && Int64(info.st_blocks) * 512 <= 8 << 20,
                 "size \(info.st_size), blocks \(info.st_blocks): \(proxy.log.split(separator: "\n").filter { $0.contains("keylog_") && !$0.contains("event=stats") }.suffix(10))")
         #expect(proxy.stop() == 0)
-        #expect(proxy.events("stopped").last?["keylog_skipped_bytes"].flatMap { Int($0) } ?? 0 > 100_000_000)
+        #expect(proxy.events("stopped").last?["keylog_skipped_bytes"].flatMap { Int64($0) } ?? 0 >= written / 2)
     }
 
     /// Issue 16 item 7: the key log unlinked and a FIFO put in its place while pinproxy runs hung every

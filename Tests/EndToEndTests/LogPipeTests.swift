@@ -29,7 +29,7 @@ import TestSupport
         }
         let tunnels = 50
         for index in 0..<tunnels {
-            let r = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port, extra: ["--max-time", "5"])
+            let r = try curl(proxy: proxy.port, host: "api.pinproxy.test", port: server.port)
             try #require(r.exitCode == 0 && r.status == 200 && r.body == "hello from stalled-log\n", "tunnel \(index): \(r)")
         }
         #expect(proxy.process.isRunning)

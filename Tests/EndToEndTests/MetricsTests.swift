@@ -112,11 +112,22 @@ import TestSupport
         // Every probe that ended is in the histogram: the count, the +Inf bucket, the probes counter.
         #expect(samples["pinproxy_probe_duration_seconds_count"] == stats["probes"])
         #expect(samples["pinproxy_probe_duration_seconds_bucket{le=\"+Inf\"}"] == stats["probes"])
-        #expect(samples["pinproxy_probe_duration_seconds_bucket{le=\"5\"}"] == stats["probes"])  // loopback probes take milliseconds
-        let sum = try #require(samples["pinproxy_probe_duration_seconds_sum"].flatMap(Double.init))
-        #expect(sum > 0 && sum < 5)
         let bounds = samples.keys.filter { $0.hasPrefix("pinproxy_probe_duration_seconds_bucket") }.count
         #expect(bounds == 13)
+        // The buckets and the sum agree with each other, however long the probes took on this
+        // machine: cumulative counts never fall, and the sum lies between what the probes past each
+        // bound must add and what the smallest bound that holds them all allows.
+        let count = try #require(stats["probes"].flatMap { Double($0) })
+        let sum = try #require(samples["pinproxy_probe_duration_seconds_sum"].flatMap(Double.init))
+        let buckets: [(le: Double, count: Double)] = samples.compactMap { key, value in
+            guard key.hasPrefix("pinproxy_probe_duration_seconds_bucket{le=\""), let count = Double(value) else { return nil }
+            let bound = key.dropFirst("pinproxy_probe_duration_seconds_bucket{le=\"".count).dropLast(2)
+            return bound == "+Inf" ? nil : Double(bound).map { ($0, count) }
+        }.sorted { $0.le < $1.le }
+        #expect(zip(buckets, buckets.dropFirst()).allSatisfy { $0.count <= $1.count } && (buckets.last?.count ?? 0) <= count, "\(buckets)")
+        let atLeast = buckets.filter { $0.count < count }.map { (count - $0.count) * $0.le }.max() ?? 0
+        let atMost = buckets.first { $0.count == count }.map { count * $0.le } ?? .infinity
+        #expect(count > 0 && sum > 0 && sum >= atLeast && sum <= atMost, "sum \(sum) of \(count) probes: \(buckets)")
 
         // The format: every sample's family has HELP and TYPE before it, counters end in _total.
         var types: [String: String] = [:]
@@ -207,7 +218,8 @@ import TestSupport
     }
 
     /// A client that sends its head one byte every 1.5 s is closed 5 s after it connected, not
-    /// 5 s after its last byte (the deadline is absolute).
+    /// 5 s after its last byte (the deadline is absolute): not before 5 s, and while it still
+    /// trickles (a deadline counted from each byte would never come; the whole head takes 50 s).
     @Test func aTricklingClientIsClosedAtTheDeadline() throws {
         let proxy = try ProxyProcess(config: policy(ports: [443], proxy: "metrics_listen: \"127.0.0.1:0\""))
         let address = try Self.metricsAddress(proxy)
@@ -221,10 +233,10 @@ import TestSupport
                 break
             }
             _ = [byte].withUnsafeBytes { send(trickler, $0.baseAddress, 1, Int32(MSG_NOSIGNAL)) }
-            if Date().timeIntervalSince(started) > 20 { break }
+            if Date().timeIntervalSince(started) > 40 { break }
         }
-        let after = try #require(closedAfter, "still open after 20 s")
-        #expect(after >= 4.5 && after < 9, "closed after \(after) s")
+        let after = try #require(closedAfter, "still open after 40 s")
+        #expect(after >= 4.5, "closed after \(after) s")
         #expect(try Self.scrape(address).status == 200)
     }
 

@@ -47,7 +47,7 @@ import TestSupport
             ("waiting for the answer", "GET \(Self.url(server, "/silent")) HTTP/1.1\r\nHost: x\r\n\r\n", 2, false),
             ("in the answer", "GET \(Self.url(server, "/bytes/\(1 << 40)")) HTTP/1.1\r\nHost: x\r\n\r\n", 2, true),
         ]
-        #expect(Self.settled(proxy, descriptors: proxy.openFileDescriptors, within: 10))
+        #expect(Self.settled(proxy, descriptors: proxy.openFileDescriptors, within: 30))
         let baseline = proxy.openFileDescriptors
         let perStage = 200
         for (stage, request, held, reads) in stages {
@@ -57,8 +57,8 @@ import TestSupport
             #expect(Self.reaches(proxy, descriptors: baseline + held * perStage, within: 30), "\(stage): \(proxy.openFileDescriptors) descriptors, \(baseline) at rest")
             if reads { for client in clients { #expect(client.receive(atLeast: 1, timeout: 10).hasPrefix("HTTP/1.1 200 OK"), "\(stage)") } }
             for (i, client) in clients.enumerated() { client.cut(reset: i % 2 == 0) }
-            #expect(Self.settled(proxy, descriptors: baseline, within: 10),
-                    "\(stage): \(proxy.openFileDescriptors) descriptors 10 s after the cuts, \(baseline) before; \(proxy.lines.last { $0["event"] == "stats" } ?? [:])")
+            #expect(Self.settled(proxy, descriptors: baseline, within: 30),
+                    "\(stage): \(proxy.openFileDescriptors) descriptors 30 s after the cuts, \(baseline) before; \(proxy.lines.last { $0["event"] == "stats" } ?? [:])")
             if stage == "waiting for the answer" {
                 // Each ended as its client did — a close or a reset — not at a timeout.
                 let ended = proxy.events("http_forwarded").dropFirst(linesBefore)
@@ -84,11 +84,11 @@ import TestSupport
             let before = proxy.openFileDescriptors
             let client = try PlainClient(port: proxy.port)
             client.send(silent)
-            #expect(Self.reaches(proxy, descriptors: before + 2, within: 10))  // the client's and the server's connection
-            let cutAt = Date()
+            #expect(Self.reaches(proxy, descriptors: before + 2, within: 30))  // the client's and the server's connection
             client.cut(reset: reset)
-            let line = try #require(proxy.waitFor("http_forwarded", timeout: 10) { $0["outcome"] == outcome })
-            #expect(Date().timeIntervalSince(cutAt) < 10)
+            // Noticed, not timed out: the outcome says which (idle_timeout is the default 300 s,
+            // and the silent server never answers).
+            let line = try #require(proxy.waitFor("http_forwarded", timeout: 30) { $0["outcome"] == outcome })
             #expect(line["method"] == "GET" && line["host"] == "plain.pinproxy.test" && line["status"] == "0" && line["bytes_down"] == "0", "\(line)")
         }
 
@@ -175,7 +175,7 @@ import TestSupport
         let clients = 100
         let bound = AddressSanitizer.isActive ? 600 : 320
         for _ in 0..<2 { _ = try rawExchange(port: proxy.port, send: Array("GET \(Self.url(server, "/hello")) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)) }
-        #expect(Self.settled(proxy, descriptors: proxy.openFileDescriptors, within: 10))
+        #expect(Self.settled(proxy, descriptors: proxy.openFileDescriptors, within: 30))
         let descriptors = proxy.openFileDescriptors
 
         let baseline = proxy.rssKiB
@@ -185,7 +185,7 @@ import TestSupport
         print("plain HTTP, \(clients) clients that never read: RSS \(baseline) KiB before, \(downloads) KiB held, \((downloads - baseline) / clients) KiB each")
         #expect((downloads - baseline) / clients <= bound, "\((downloads - baseline) / clients) KiB per never-reading client (\(downloads) KiB, \(baseline) KiB before)")
         for reader in readers { reader.cut(reset: true) }
-        #expect(Self.settled(proxy, descriptors: descriptors, within: 10))
+        #expect(Self.settled(proxy, descriptors: descriptors, within: 30))
 
         let before = proxy.rssKiB
         let uploaders = try (0..<clients).map { _ in try PlainClient(port: proxy.port, buffers: 4096) }
@@ -195,7 +195,7 @@ import TestSupport
         print("plain HTTP, \(clients) uploads to a server that never reads: RSS \(before) KiB before, \(uploads) KiB held, \((uploads - before) / clients) KiB each")
         #expect((uploads - before) / clients <= bound, "\((uploads - before) / clients) KiB per stalled upload (\(uploads) KiB, \(before) KiB before)")
         for uploader in uploaders { uploader.cut(reset: true) }
-        #expect(Self.settled(proxy, descriptors: descriptors, within: 10))
+        #expect(Self.settled(proxy, descriptors: descriptors, within: 30))
     }
 
     /// The proxy's RSS once the stalled exchanges have filled their buffers: grown by at least

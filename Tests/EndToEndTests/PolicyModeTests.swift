@@ -70,15 +70,17 @@ import TestSupport
 
     /// A tunnel the bypass let through is closed when `until` passes, even if it is busy or idle.
     @Test func bypassedTunnelsCloseWhenTheBypassEnds() throws {
+        let bypassEnds = Date().addingTimeInterval(4)
         let debug = "debug:\n  until: \"\(RFC3339Text.inSeconds(4))\"\n  hosts: [api.pinproxy.test]"
         let server = try Upstream("rogue-leaf", name: "held")
         let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.leafEC)), extra: debug), arguments: ["--debug-bypass"])
-        let started = Date()
         // Open the tunnel and keep it open without sending anything: only the bypass end closes it.
         let response = try rawExchange(port: proxy.port, send: Array("CONNECT api.pinproxy.test:\(server.port) HTTP/1.1\r\n\r\n".utf8), timeout: 15)
         #expect(response == "HTTP/1.1 200 Connection established\r\n\r\n")
-        let closed = try #require(proxy.waitFor("tunnel_closed"))
+        let closed = try #require(proxy.waitFor("tunnel_closed", timeout: 60))
         #expect(closed["close_reason"] == "debug_bypass_expired" && closed["verdict"] == "bypassed")
-        #expect(Date().timeIntervalSince(started) < 12)
+        // Not before `until` (written to the second, so up to a second early); how long after it
+        // depends on the machine, and the close reason already says what closed it.
+        #expect(Date() > bypassEnds.addingTimeInterval(-1))
     }
 }

@@ -22,7 +22,7 @@ import TestSupport
         #expect(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "DONE \(cycles)", "\(r.stdout) \(r.stderr)")
 
         // Every tunnel ends within seconds, not at the idle timeout.
-        let settled = proxy.waitFor("stats", timeout: 10) { $0["tunnels"] == "0" && $0["active_sessions"] == "0" && $0["closed"].flatMap(Int.init) ?? 0 >= cycles }
+        let settled = proxy.waitFor("stats", timeout: 30) { $0["tunnels"] == "0" && $0["active_sessions"] == "0" && $0["closed"].flatMap(Int.init) ?? 0 >= cycles }
         #expect(settled != nil, "\(proxy.events("stats").last ?? [:])")
         let reasons = Dictionary(grouping: proxy.events("tunnel_closed"), by: { $0["close_reason"] ?? "?" }).mapValues(\.count)
         #expect(reasons["idle_timeout"] == nil, "\(reasons)")
@@ -58,7 +58,7 @@ import TestSupport
         // worker's one-time costs — its probe context, and under ASan its thread's fake stack for
         // stack-use-after-return, several MiB — belong in the baseline, not in the stalled tunnels' share.
         for _ in 0..<2 { _ = try rawExchange(port: proxy.port, send: Array("GET / HTTP/1.1\r\n\r\n".utf8)) }
-        for _ in 0..<2 { _ = try rawExchange(port: proxy.port, send: Array("CONNECT api.pinproxy.test:\(server.port) HTTP/1.1\r\n\r\n".utf8), timeout: 1) }
+        for _ in 0..<2 { _ = try rawResponseHead(port: proxy.port, send: Array("CONNECT api.pinproxy.test:\(server.port) HTTP/1.1\r\n\r\n".utf8)) }
         let warm = proxy.events("tunnel_closed", count: 2).count
         let baseline = proxy.rssKiB
         var environment = ProcessInfo.processInfo.environment

@@ -3,6 +3,7 @@ import Logging
 import PinPolicy
 import Testing
 @testable import ProxyCore
+import TestSupport
 
 /// The intake on a real file in /dev/shm (tmpfs) on its own thread: a line a client appends reaches
 /// the watch of its random through inotify, the file gives its blocks back, a flood is passed over
@@ -137,8 +138,11 @@ import Testing
             let beside = (path as NSString).deletingLastPathComponent + "/fifo"
             #expect(mkfifo(beside, 0o666) == 0 && rename(beside, path) == 0)
             // A writer that would block in open() without a reader (bounded by its own alarm).
-            let writer = try Process.run(URL(fileURLWithPath: "/usr/bin/timeout"), arguments: ["-s", "KILL", "5", "/bin/sh", "-c", "echo line >> \(path)"])
-            writer.waitUntilExit()
+            let writer = Process()
+            writer.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
+            writer.arguments = ["-s", "KILL", "5", "/bin/sh", "-c", "echo line >> \(path)"]
+            try ChildProcesses.launch(writer)
+            ChildProcesses.end(writer, grace: 10)
             #expect(writer.terminationStatus == 0, "the writer hung in open()")
             let deadline = Date().addingTimeInterval(10)
             var info = stat()

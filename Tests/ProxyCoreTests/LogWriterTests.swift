@@ -73,7 +73,9 @@ import Testing
         let start = ContinuousClock.now
         #expect(writer.flush(timeout: 0.2) == false)  // the reader never read: the flush gives up
         let waited = ContinuousClock.now - start
-        #expect(waited >= .milliseconds(190) && waited < .seconds(2), "\(waited)")
+        // Not before its timeout (how long after is the machine's business: the call returning at
+        // all is what shows it gave up).
+        #expect(waited >= .milliseconds(190), "\(waited)")
 
         let lines = pipe.read(until: "log_lines_dropped")
         #expect(writer.flush(timeout: 5))

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import PinPolicy
 @testable import TLSInspection
+import TestSupport
 
 /// The fixture directory (made by Fixtures/make-fixtures.sh).
 let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures").path
@@ -209,8 +210,8 @@ let opensslPins: [String: (spki: String, cert: String)] = {
             p.arguments = arguments
             p.standardOutput = FileHandle.nullDevice
             p.standardError = FileHandle.nullDevice
-            try p.run()
-            p.waitUntilExit()
+            try ChildProcesses.launch(p)
+            ChildProcesses.end(p, grace: 60)
             #expect(p.terminationStatus == 0, "openssl \(arguments)")
         }
         try openssl(["req", "-new", "-key", "\(fixtures)/rogue-leaf.key.pem", "-subj", "/CN=api.pinproxy.test", "-out", "\(directory)/csr.pem"])

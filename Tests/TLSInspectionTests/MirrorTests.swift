@@ -219,7 +219,7 @@ final class OpenSSLServer: @unchecked Sendable {
         process.standardInput = input
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try ChildProcesses.launch(process)
         // Listening within 15 s (a loaded machine), tried every 50 ms.
         for _ in 0..<300 {
             if let fd = try? connectedSocket(port: port) {
@@ -232,12 +232,8 @@ final class OpenSSLServer: @unchecked Sendable {
         throw HelperError(message: "openssl s_server \(arguments) did not listen on \(port)")
     }
 
-    /// SIGKILL: s_server started from the test process does not end on SIGTERM (it inherits the
-    /// test runner's blocked signals).
-    func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-    }
+    /// SIGKILL at once: it has nothing to finish.
+    func stop() { ChildProcesses.end(process, grace: 0) }
 
     deinit { stop() }
 }

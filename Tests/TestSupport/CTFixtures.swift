@@ -144,7 +144,7 @@ public final class OpenSSLWebServer: @unchecked Sendable {
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try ChildProcesses.launch(process)
         // `ACCEPT 127.0.0.1:<port>` once it listens: read for at most 15 s (a loaded machine).
         let fd = output.fileHandleForReading.fileDescriptor
         let deadline = Date().addingTimeInterval(15)
@@ -167,11 +167,9 @@ public final class OpenSSLWebServer: @unchecked Sendable {
         output.fileHandleForReading.readabilityHandler = { _ = $0.availableData }
     }
 
-    /// SIGKILL: s_server started from the test process does not end on SIGTERM (it inherits the
-    /// test runner's blocked signals).
+    /// SIGKILL at once: it has nothing to finish.
     public func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        ChildProcesses.end(process, grace: 0)
         output.fileHandleForReading.readabilityHandler = nil
     }
 

@@ -42,6 +42,19 @@ public func connectedSocket(port: UInt16) throws -> Int32 {
     return fd
 }
 
+/// What a blocking connect to 127.0.0.1:port ends with: 0 (connected, and closed again) or its
+/// errno (`ECONNREFUSED` when nothing listens there).
+public func connectOutcome(port: UInt16) -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return errno }
+    defer { close(fd) }
+    var address = loopbackAddress(port: port)
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    return connected == 0 ? 0 : errno
+}
+
 /// Whether the peer closed (FIN or reset) within `seconds`, without reading a byte: a client that
 /// never reads stays one.
 public func closedByPeer(_ fd: Int32, within seconds: Double) -> Bool {

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 /// Paths and process helpers shared by the test targets. Every process a test starts is bounded in
-/// time and stopped by the test (or by its stdin closing); all traffic stays on 127.0.0.1.
+/// time and stopped by the test, with what it started (`ChildProcesses`); all traffic stays on 127.0.0.1.
 public enum Paths {
     public static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     public static let fixtures = repository.appendingPathComponent("Tests/TLSInspectionTests/Fixtures").path
@@ -54,15 +54,13 @@ public func run(_ executable: String, _ arguments: [String], environment: [Strin
     process.standardOutput = FileHandle(forWritingAtPath: outPath)
     process.standardError = FileHandle(forWritingAtPath: errPath)
     process.standardInput = FileHandle.nullDevice
-    try process.run()
+    try ChildProcesses.launch(process)
     let deadline = Date().addingTimeInterval(timeout)
     while process.isRunning && Date() < deadline { usleep(5_000) }
-    if process.isRunning {
-        process.terminate()
-        usleep(100_000)
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-    }
-    process.waitUntilExit()
+    if process.isRunning { process.terminate() }
+    // 0.1 s after a SIGTERM at the timeout, SIGKILL to it and what it started; after its own end,
+    // to what it left running.
+    ChildProcesses.end(process, grace: 0.1)
     let out = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
     let err = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
     try? FileManager.default.removeItem(atPath: directory)
@@ -96,7 +94,7 @@ public func temporaryFile(_ text: String, name: String = "policy.yaml") throws -
     return path
 }
 
-/// A helper process that prints `PORT <n>` and runs until its stdin closes (or `stop()`).
+/// A helper process that prints `PORT <n>` and runs until its stdin closes (`stop()`).
 public final class Helper: @unchecked Sendable {
     public let process = Process()
     public private(set) var port: UInt16 = 0
@@ -111,7 +109,7 @@ public final class Helper: @unchecked Sendable {
         process.standardInput = stdin
         process.standardOutput = stdout
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try ChildProcesses.launch(process)
         var text = ""
         while !text.contains("\n") {
             let data = stdout.fileHandleForReading.availableData
@@ -131,11 +129,19 @@ public final class Helper: @unchecked Sendable {
         }
     }
 
+    /// Closes its stdin, which every helper script takes as the word to stop (and to stop what it
+    /// started); 5 s later SIGTERM, 2 s after that SIGKILL to it and its group. A script that logs as
+    /// it ends gets to finish its log: the signals come only to one that did not end.
     public func stop() {
-        try? stdin.fileHandleForWriting.close()
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
+        closeInput()
+        ChildProcesses.end(process, grace: 5, termGrace: 2)
     }
+
+    /// Closes its stdin and nothing else (a test of how a script ends).
+    public func closeInput() { try? stdin.fileHandleForWriting.close() }
+
+    /// Writes `line` and a newline to its stdin, for a script that reads commands there.
+    public func send(line: String) { try? stdin.fileHandleForWriting.write(contentsOf: Data((line + "\n").utf8)) }
 
     deinit { stop() }
 }
@@ -179,37 +185,34 @@ public final class BackgroundRun: @unchecked Sendable {
         process.arguments = arguments
         process.standardOutput = pipe
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try ChildProcesses.launch(process)
         let handle = pipe.fileHandleForReading
         Thread { [stdout] in stdout.read(handle) }.start()
     }
 
     public var isRunning: Bool { process.isRunning }
+    public var pid: pid_t { process.processIdentifier }
 
     /// What it has written to stdout so far.
     public var outputSoFar: String { stdout.text }
 
     /// Asks it to end (SIGTERM) and returns its stdout (waiting at most `timeout` seconds, then it
-    /// is killed). A program started from the test runner inherits its blocked SIGTERM: one that
-    /// is to be stopped this way unblocks it (as flood.py does).
+    /// and its group are killed).
     public func stop(timeout: Double = 30) -> String {
         if process.isRunning { process.terminate() }
         return output(timeout: timeout)
     }
 
-    /// Waits for it to end (at most `timeout` seconds, then it is killed: SIGKILL, as SIGTERM is
-    /// blocked in what the test runner starts) and returns its stdout, all of it (or what came
-    /// within 10 s more, should a child of its own still hold the pipe).
+    /// Waits for it to end (at most `timeout` seconds, then SIGKILL to it and its group) and
+    /// returns its stdout, all of it (or what came within 10 s more, should a child of its own
+    /// still hold the pipe).
     public func output(timeout: Double) -> String {
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(50_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        ChildProcesses.end(process, grace: timeout)
         stdout.waitForTheEnd(timeout: 10)
         return stdout.text
     }
 
-    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+    deinit { ChildProcesses.end(process, grace: 0) }
 }
 
 public struct HelperError: Error, CustomStringConvertible {
@@ -353,7 +356,7 @@ public final class ProxyProcess: @unchecked Sendable {
         process.standardError = stderrPipe ?? FileHandle(forWritingAtPath: logPath)
         process.standardOutput = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try ChildProcesses.launch(process)
         guard let started = stderrPipe == nil ? waitFor("started", timeout: 20) : readPipe(until: "started", timeout: 20) else {
             terminate()
             throw HelperError(message: "pinproxy did not start: \(log)")
@@ -435,17 +438,12 @@ public final class ProxyProcess: @unchecked Sendable {
 
     /// Waits (bounded; then SIGKILL) for the process to exit and returns its status.
     public func waitForExit(timeout: Double = 20) -> Int32 {
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        ChildProcesses.end(process, grace: timeout)
         return process.terminationStatus
     }
 
-    public func terminate() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-    }
+    /// SIGKILL, at once.
+    public func terminate() { ChildProcesses.end(process, grace: 0) }
 
     /// The proxy's open file descriptors (their numbers, ascending), from /proc/PID/fd.
     public var openDescriptors: [Int32] {

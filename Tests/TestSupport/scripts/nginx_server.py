@@ -4,12 +4,17 @@
   nginx_server.py --cert CHAIN --key KEY [--early-data]
 
 Writes its configuration into a temporary directory, starts nginx in the foreground (one process,
-no master), waits until it listens (bounded), prints `PORT n`, and stops nginx when stdin closes.
+no master), waits until it listens (bounded), prints `PORT n`, and stops nginx when stdin closes or
+on SIGTERM.
 Every request is answered `hello from nginx` and the connection closed (keepalive_timeout 0), so a
 server that answers 0-RTT data sends its flight, its response and its close at once.
 """
 import argparse, os, shutil, signal, socket, subprocess, sys, tempfile, time
 
+# SIGTERM exits through `finally` below, so that nginx goes with us. It may arrive blocked (a test
+# runner's threads block it, and a child inherits the mask).
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 p = argparse.ArgumentParser()
 p.add_argument("--cert", required=True); p.add_argument("--key", required=True)
 p.add_argument("--early-data", action="store_true")
@@ -42,17 +47,17 @@ http {{
 """)
 nginx = subprocess.Popen(["/usr/sbin/nginx", "-c", os.path.join(directory, "nginx.conf"), "-p", directory],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-deadline = time.monotonic() + 5
-while True:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        break
-    except OSError:
-        if nginx.poll() is not None or time.monotonic() > deadline:
-            sys.exit("nginx did not listen: " + open(os.path.join(directory, "error.log")).read())
-        time.sleep(0.05)
-print(f"PORT {port}", flush=True)
 try:
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if nginx.poll() is not None or time.monotonic() > deadline:
+                sys.exit("nginx did not listen: " + open(os.path.join(directory, "error.log")).read())
+            time.sleep(0.05)
+    print(f"PORT {port}", flush=True)
     sys.stdin.read()
 finally:
     nginx.send_signal(signal.SIGKILL)  # one process, no master: nothing else to stop

@@ -6,8 +6,9 @@ selector, so arrival order is the order the kernel had the bytes ready (review o
 
   retry_order.py --genuine PORT --log FILE
 
-Prints 'PORT <n>'. Each connection that ends appends one JSON line:
-  {"second_hello_ns", "encrypted": bool}
+Prints 'PORT <n>'. Each line on stdin starts a round (the line is its name): a connection belongs to
+the round in force when it was accepted. Each connection that ends appends one JSON line:
+  {"round", "second_hello_ns", "encrypted": bool}
 Exits when stdin closes (checked every 0.1 s). Loopback only.
 """
 import argparse, json, os, selectors, socket, sys, time
@@ -21,10 +22,12 @@ print("PORT %d" % server.getsockname()[1], flush=True)
 sel = selectors.DefaultSelector()
 sel.register(server, selectors.EVENT_READ, ("accept", None))
 sel.register(sys.stdin, selectors.EVENT_READ, ("stdin", None))
+current_round, pending = None, b""
 
 
 class Conn:
     def __init__(self, client):
+        self.round = current_round
         self.client, self.up = client, socket.create_connection(("127.0.0.1", a.genuine), timeout=5)
         self.client.setblocking(False); self.up.setblocking(False)
         self.buffer, self.handshakes, self.second, self.encrypted, self.closed = b"", 0, None, False, False
@@ -53,16 +56,23 @@ class Conn:
             except (KeyError, ValueError): pass
             s.close()
         with open(a.log, "a") as f:
-            f.write(json.dumps({"second_hello_ns": self.second, "encrypted": self.encrypted}) + "\n")
+            f.write(json.dumps({"round": self.round, "second_hello_ns": self.second, "encrypted": self.encrypted}) + "\n")
 
 
 deadline = time.time() + 600
 while time.time() < deadline:
-    for key, _ in sel.select(0.1):
+    # stdin first: the test writes a round's line before its client connects, so a connection
+    # accepted in this turn is never counted in the round before.
+    for key, _ in sorted(sel.select(0.1), key=lambda ready: ready[0].data[0] != "stdin"):
         role, conn = key.data
         if role == "stdin":
-            if not sys.stdin.buffer.raw.read(4096):
+            data = sys.stdin.buffer.raw.read(4096)
+            if not data:
                 sys.exit(0)
+            pending += data
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                current_round = line.decode()
             continue
         if role == "accept":
             client, _ = server.accept()
