@@ -209,6 +209,15 @@ import TestSupport
         #expect(refused["hint"]?.contains("mirror_checks: 0") == true, "\(refused)")
         #expect(proxy.events("interception_suspected").isEmpty)
 
+        // Report mode lets the lost mirror through, never unjudged: the tunnel's own answer is read
+        // (the silent mirror closed, the server takes the tunnel), and its close line says verify=bypass.
+        let report = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.leafEC) + "\n    mode: report"),
+                                                     proxy: "probe_timeout: 30s"))
+        #expect(try curl(proxy: report.port, host: "api.pinproxy.test", port: server.port).status == 200)
+        let overlooked = try #require(report.waitFor("tunnel_warning") { $0["reason"] == "mirror_lost" })
+        #expect(overlooked["would_refuse"] == "true" && overlooked["stage"] == "mirror", "\(overlooked)")
+        #expect(report.waitFor("tunnel_closed")?["verify"] == "bypass")
+
         let plain = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.leafEC) + "\n    mirror_checks: 0"),
                                                     proxy: "probe_timeout: 2s"))
         var failed = 0

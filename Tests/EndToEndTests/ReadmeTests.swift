@@ -38,6 +38,10 @@ import TestSupport
             script.append(line.replacingOccurrences(of: ".build/release/pinproxy", with: "pinproxy"))
         }
         script.append("sleep 0.5")  // the lines pinproxy logs as a tunnel closes, before the end kills it
+        // The mount point is made in the machine's /tmp: removed after, unless it was there before.
+        let mountPoint = "/tmp/pinproxy-try"
+        let hadMountPoint = FileManager.default.fileExists(atPath: mountPoint)
+        defer { if !hadMountPoint { rmdir(mountPoint) } }
         // `pinproxy` on the PATH is the binary under test, as an installed one would be.
         let bin = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: bin) }

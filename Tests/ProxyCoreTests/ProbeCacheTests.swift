@@ -113,4 +113,13 @@ import Testing
         #expect(book.isForgotten(Self.key("c.test"), storedAt: Self.at(1)) && !book.isForgotten(Self.key("c.test"), storedAt: Self.at(2)))
         #expect(book.isForgotten(Self.key("b.test"), storedAt: Self.at(3)))
     }
+
+    /// A forget a day old covers nothing a cache still holds: it goes, and the floor covers it.
+    @Test func aDayOldForgetIsDropped() {
+        let book = ForgottenChains()
+        book.forget(Authority(target: .name("a.test"), port: 443), at: Self.at(10))
+        book.forget(Authority(target: .name("b.test"), port: 443), at: Self.at(10 + 25 * 3600))
+        #expect(book.count == 1)
+        #expect(book.isForgotten(Self.key("c.test"), storedAt: Self.at(10)) && !book.isForgotten(Self.key("a.test"), storedAt: Self.at(11)))
+    }
 }

@@ -157,11 +157,14 @@ final class ProbeHub {
             case .failed(let refusal):
                 deliver(key, ProbeResult(outcome: .failed(refusal), address: nil, tlsVersion: nil))
             case .connected(let fd, let address):
+                let startedAt = flight.startedAt
                 flight.probe = Probe(loop: loop, context: context, fd: fd, address: address, serverName: key.serverName,
                                      timeout: settings.probeTimeout) { [weak self] result in
                     guard let self else { return }
                     if case .chain = result.outcome, settings.verifyCacheTTL > 0 {
-                        cache.store(result, for: key, at: .now, until: .now + ttl)
+                        // Stored as of the probe's start: a forget made while it ran (a refusal
+                        // on any worker) covers what it saw.
+                        cache.store(result, for: key, at: startedAt, until: startedAt + ttl)
                     }
                     deliver(key, result)
                 }

@@ -40,23 +40,47 @@ final class ForgottenChains: @unchecked Sendable {
 
     private struct Book {
         var at: [Target: ContinuousClock.Instant] = [:]
+        /// The forgets in the order they came (their instants rise: each is taken under the lock);
+        /// a target forgotten again leaves a stale pair, skipped as it reaches the front.
+        var order: [(target: Target, at: ContinuousClock.Instant)] = []
+        var front = 0
         /// Everything stored up to here is forgotten (raised as old entries are dropped).
         var floor: ContinuousClock.Instant?
+
+        /// Drops the oldest forget: what it covered, the floor covers now.
+        mutating func dropOldest() {
+            let oldest = order[front]
+            front += 1
+            if at[oldest.target] == oldest.at {
+                at[oldest.target] = nil
+                floor = oldest.at
+            }
+            if front > 64 && front * 2 > order.count {
+                order.removeFirst(front)
+                front = 0
+            }
+        }
     }
 
     private let book = Locked(Book())
     let capacity: Int
+    /// A forget older than this covers nothing any cache still holds (no `verify_cache_ttl` is
+    /// longer), so it goes.
+    static let longestTTL: Duration = .seconds(24 * 3600)
 
     init(capacity: Int = 4096) { self.capacity = capacity }
 
-    /// Every worker's chains cached for `authority` up to now are forgotten.
-    func forget(_ authority: Authority, at now: ContinuousClock.Instant = .now) {
+    /// Every worker's chains cached for `authority` up to `now` are forgotten (`now` is the clock's,
+    /// read under the lock, but for tests).
+    func forget(_ authority: Authority, at time: ContinuousClock.Instant? = nil) {
         book.withLock { book in
-            book.at[Target(authority)] = now
-            guard book.at.count > capacity else { return }
-            let oldest = book.at.min { $0.value < $1.value }!
-            book.at[oldest.key] = nil
-            book.floor = max(book.floor ?? oldest.value, oldest.value)
+            let now = time ?? .now
+            let target = Target(authority)
+            book.at[target] = now
+            book.order.append((target, now))
+            while book.front < book.order.count, book.at.count > capacity || now - book.order[book.front].at > Self.longestTTL {
+                book.dropOldest()
+            }
         }
     }
 

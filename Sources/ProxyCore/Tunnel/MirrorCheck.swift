@@ -43,6 +43,7 @@ final class MirrorCheck {
     private let loop: EventLoop
     /// Tells `onProgress` on a loop turn of its own.
     private var notifyTimer: Timer?
+    private var firstByteTimer: Timer?
     private var phase: Phase
     private(set) var progress: Progress = .pending
     /// The client's bytes after its first hello: its second hello after a retry, early data.
@@ -60,6 +61,8 @@ final class MirrorCheck {
     private var deadline: Timer?
     /// The server has sent the mirror a byte.
     private(set) var heard = false
+    /// Called at the server's first byte on the mirror connection.
+    var onFirstByte: (() -> Void)?
     /// Called once when the mirror decides, on a loop turn after the decision.
     var onProgress: ((Progress) -> Void)?
     /// What the stream check made of it, once it decided (its chain judged under the rule).
@@ -133,7 +136,9 @@ final class MirrorCheck {
         phase = .decided
         deadline = nil
         notifyTimer = nil
+        firstByteTimer = nil
         onProgress = nil
+        onFirstByte = nil
         tunnelLate = nil
         connection.close()
     }
@@ -160,7 +165,13 @@ final class MirrorCheck {
     // MARK: the server's answer
 
     private func serverBytes(_ bytes: UnsafeRawBufferPointer) {
-        heard = true
+        if !heard {
+            heard = true
+            // On a turn of its own, as a decision is told: the watch must not act inside this read.
+            let first = onFirstByte
+            onFirstByte = nil
+            if let first { firstByteTimer = Timer(loop: loop, after: 0) { [weak self] in self?.firstByteTimer = nil; first() } }
+        }
         guard case .reading(var handshake) = phase else {
             if case .awaitingSecondHello = phase { decide(.failed("the server went on past its HelloRetryRequest before the mirror's second hello")) }
             return

@@ -109,6 +109,7 @@ extension StreamCheck {
                                     loop: setup.loop, timeout: setup.timeout)
             check.onProgress = { [weak self, weak check] progress in if let check { self?.mirrorDecided(check, progress) } }
             check.tunnelLate = { [weak self] detail in self?.tunnelLate(detail) }
+            check.onFirstByte = { [weak self] in self?.serverAnsweredMirror() }
             return check
         }
     }
@@ -117,7 +118,6 @@ extension StreamCheck {
     /// tunnel's flight is held, the held bytes get their answer.
     private func mirrorDecided(_ mirror: MirrorCheck, _ progress: MirrorCheck.Progress) {
         note(mirror, progress, .now)
-        if mirror.heard { serverAnsweredMirror() }
         confirmWhenSettled()
         guard case .tls13Held(let hellos, let checks) = phase else { return }
         let answer = tls13Answer(checks.keyLog?.declaredMissing == true ? .missing : .pending, hellos, checks, .now)
@@ -127,10 +127,8 @@ extension StreamCheck {
     /// The mirror passed long ago and the tunnel's server still has not answered: no tunnel waits
     /// on for ever behind its silent mirror.
     private func tunnelLate(_ detail: String) {
-        guard case .awaitingServerHello(_, let checks) = phase else { return }
-        checks.stop()
-        phase = .done
-        deliver(refuse(.mirrorLost, detail, .now, stage: .mirror))
+        guard case .awaitingServerHello(let hello, let checks) = phase else { return }
+        refuseSilentTunnel(detail, hello, checks)
     }
 
     /// What a mirror found, judged once: its chain under the rule, as a stream chain is.
