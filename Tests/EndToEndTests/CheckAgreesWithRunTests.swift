@@ -34,7 +34,7 @@ import TestSupport
     @Test func noRealBackupForAtAnyPins() throws {
         let server = try Upstream("leaf-ec256")
         let yaml = policy(ports: [server.port], rules: apiRule(pinsLine(Pins.leafEC, Pins.intermediate)))
-            .replacingOccurrences(of: "require_backup: off", with: "require_backup: warn")
+            .warningOfBackups
         let checked = try check(yaml)
         #expect(checked.run.status == 0, "\(checked.run)")
         #expect(warnings(checked) == ["15: warning[no_real_backup]: the rule for 'api.pinproxy.test' may have no real backup: its pins at: any (line 16) may be the server's key and its issuing CA's, in the one chain the server serves (as pins imported from network_security_config.xml are), and then every pin of the rule matches that chain and pinproxy logs no_real_backup on its tunnels; say where each sits (at: leaf for the server's key, at: ca for a CA's) so that check can tell; \(Self.backupAdvice)"])
@@ -67,7 +67,7 @@ import TestSupport
         let imported = try run(Paths.pinproxy, ["pin", "--import", "nsc", xml], timeout: 30)
         #expect(imported.status == 0 && imported.stdout.contains("\n    # pinproxy check and the log say no_real_backup."), "\(imported)")
         let pasted = imported.stdout.split(separator: "\n").filter { !$0.hasPrefix("#") }.map { "  " + $0 }.joined(separator: "\n")
-        let yaml = policy(ports: [server.port], rules: "rules:\n" + pasted).replacingOccurrences(of: "require_backup: off", with: "require_backup: warn")
+        let yaml = policy(ports: [server.port], rules: "rules:\n" + pasted).warningOfBackups
         let checked = try check(yaml)
         #expect(checked.run.status == 0, "\(checked.run)")
         #expect(warnings(checked).count == 1 && warnings(checked).first?.hasPrefix("15: warning[no_real_backup]: the rule for 'api.pinproxy.test' may have no real backup: its pins at: any (lines 17, 18) may be") == true,
@@ -82,7 +82,7 @@ import TestSupport
     @Test func noRealBackupForAnUnmarkedCAPin() throws {
         let server = try Upstream("leaf-ec256")
         let yaml = policy(ports: [server.port], rules: BackupWarningTests.rule(marked: false))
-            .replacingOccurrences(of: "require_backup: off", with: "require_backup: warn")
+            .warningOfBackups
         let checked = try check(yaml)
         #expect(checked.run.status == 0, "\(checked.run)")
         #expect(warnings(checked) == ["15: warning[no_real_backup]: the rule for 'api.pinproxy.test' has no real backup: its CA pin (line 18) is in the same chain as its leaf pin; \(Self.backupAdvice)"])
@@ -90,7 +90,7 @@ import TestSupport
         try tunnel(proxy, server)
         #expect(proxy.waitFor("tunnel_warning") { $0["reason"] == "no_real_backup" } != nil, "\(proxy.log)")
         // Marked, both are silent.
-        let marked = policy(ports: [server.port], rules: BackupWarningTests.rule(marked: true)).replacingOccurrences(of: "require_backup: off", with: "require_backup: warn")
+        let marked = policy(ports: [server.port], rules: BackupWarningTests.rule(marked: true)).warningOfBackups
         #expect(warnings(try check(marked)).isEmpty)
         #expect(proxy.stop() == 0)
     }
@@ -162,7 +162,7 @@ import TestSupport
         default: Issue.record("no policy for \(code)")
         }
         let yaml = policy(ports: [443], rules: rules, resolve: resolve, proxy: proxy, extra: extra)
-            .replacingOccurrences(of: "require_backup: off", with: "require_backup: warn")
+            .warningOfBackups
         let checked = try check(yaml)
         #expect(checked.run.status == 0, "\(checked.run)")
         let checkCodes = warnings(checked).compactMap { $0.split(separator: "[").dropFirst().first?.split(separator: "]").first.map(String.init) }
@@ -197,4 +197,9 @@ import TestSupport
         #expect(proxy.waitFor("certificate_expiring") != nil)
         #expect(proxy.stop() == 0)
     }
+}
+
+private extension String {
+    /// The test policy with `require_backup: warn` (`policy(...)` turns the backup warnings off).
+    var warningOfBackups: String { replacingOccurrences(of: "require_backup: off", with: "require_backup: warn") }
 }
