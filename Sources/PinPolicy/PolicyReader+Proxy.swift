@@ -32,6 +32,7 @@ extension PolicyReader {
         let durations: [(String, WritableKeyPath<ProxySettings, Double>)] = [
             ("header_timeout", \.headerTimeout), ("dns_timeout", \.dnsTimeout), ("connect_timeout", \.connectTimeout),
             ("connect_total_timeout", \.connectTotalTimeout), ("probe_timeout", \.probeTimeout),
+            ("client_hello_timeout", \.clientHelloTimeout),
             ("idle_timeout", \.idleTimeout), ("verify_cache_ttl", \.verifyCacheTTL), ("drain_timeout", \.drainTimeout),
             ("stats_interval", \.statsInterval),
         ]
@@ -39,6 +40,10 @@ extension PolicyReader {
             guard let n = f[key], let seconds = duration(n, "proxy.\(key)") else { continue }
             if seconds == 0 && !["verify_cache_ttl", "stats_interval", "drain_timeout"].contains(key) {
                 fail(n, "proxy.\(key) must be more than 0")
+                continue
+            }
+            if key == "client_hello_timeout" && seconds > 60 {
+                fail(n, "proxy.client_hello_timeout is at most 60s: a tunnel waiting for its client's first bytes holds its mirror connections")
                 continue
             }
             settings[keyPath: path] = seconds

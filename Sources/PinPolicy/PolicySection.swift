@@ -11,7 +11,7 @@ public enum PolicySection: String, CaseIterable, Sendable {
         case .top: ["version", "proxy", "defaults", "resolve", "deny", "pinsets", "rules", "debug"]
         case .proxy: ["listen", "allow_clients", "allowed_ports", "deny_destinations", "dns", "max_tunnels",
                       "max_request_bytes", "header_timeout", "dns_timeout", "connect_timeout",
-                      "connect_total_timeout", "probe_timeout", "idle_timeout", "verify_cache_ttl",
+                      "connect_total_timeout", "probe_timeout", "client_hello_timeout", "idle_timeout", "verify_cache_ttl",
                       "drain_timeout", "log_format", "stats_interval", "keylog",
                       "upstream_proxy", "upstream_proxy_credentials_file", "relay", "metrics_listen", "plain_http",
                       "allowed_plain_ports", "workers", "control_socket",

@@ -89,6 +89,9 @@ public struct ProxySettings: Hashable, Sendable {
     public var connectTimeout: Double = 3
     public var connectTotalTimeout: Double = 10
     public var probeTimeout: Double = 10
+    /// How long a pinned tunnel waits, after its `200`, for the client's ClientHello: until then it
+    /// holds the tunnel's and the mirrors' upstream connections for nothing.
+    public var clientHelloTimeout: Double = 10
     public var idleTimeout: Double = 300
     public var verifyCacheTTL: Double = 60
     public var drainTimeout: Double = 15

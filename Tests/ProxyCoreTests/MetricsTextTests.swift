@@ -13,6 +13,7 @@ import Testing
         counters.bytesDown = 109; counters.closedByReload = 110; counters.liveSessionObjects = 111
         counters.silentReaped = 112; counters.reloadsSucceeded = 113; counters.reloadsFailed = 114
         counters.interceptionsSuspected = 115; counters.unverifiedResumptions = 116; counters.mirrorsUnavailable = 117
+        counters.withoutClientHello = 118
         // A pin mismatch at the probe and one in the stream are one series (the line's `reason`).
         counters.refusedByReason = [.decision(.policy(.pinMismatch)): 2, .stream(.policy(.pinMismatch)): 1, .decision(.network(.dnsError)): 2,
                                     .decision(.network(.outOfFileDescriptors)): 1]
@@ -44,10 +45,10 @@ import Testing
             "closed", "bytes_up", "bytes_down", "probes", "probe_cache_hits", "live_session_objects", "silent_reaped",
             "keylog_lines", "keylog_kept", "keylog_dropped", "keylog_unparsable", "keylog_too_long", "keylog_watches",
             "keylog_watches_refused", "keylog_skipped_bytes", "workers", "interceptions_suspected", "quarantined",
-            "resumptions_unverified", "mirrors_unavailable",
+            "resumptions_unverified", "mirrors_unavailable", "no_client_hello",
         ])
         let values = Self.sample.stats.fields.map { "\($0.0)=\($0.1.json)" }
-        #expect(values.first == "accepted=101" && values.last == "mirrors_unavailable=117" && values.contains("keylog_skipped_bytes=207"))
+        #expect(values.first == "accepted=101" && values.last == "no_client_hello=118" && values.contains("keylog_skipped_bytes=207"))
     }
 
     @Test func rendersTheExactText() {
@@ -134,6 +135,9 @@ import Testing
         # HELP pinproxy_mirrors_unavailable_total Pinned TLS 1.3 tunnels whose mirror could not be made (verify=probe-only reason=mirror_unavailable).
         # TYPE pinproxy_mirrors_unavailable_total counter
         pinproxy_mirrors_unavailable_total 117
+        # HELP pinproxy_tunnels_without_client_hello_total Pinned tunnels closed because their client sent no ClientHello after the 200 (close_reason=client_hello_timeout or reclaimed).
+        # TYPE pinproxy_tunnels_without_client_hello_total counter
+        pinproxy_tunnels_without_client_hello_total 118
         # HELP pinproxy_refusals_total Tunnel refusals by reason code (as in tunnel_refused); only reasons seen since start.
         # TYPE pinproxy_refusals_total counter
         pinproxy_refusals_total{reason="dns_error"} 2

@@ -253,8 +253,11 @@ public final class Replayer: @unchecked Sendable {
 
     /// `truncate`: later connections get that many bytes of the genuine answer, then a FIN;
     /// `cutAfterCertificate`: its records up to the one carrying the TLS 1.2 Certificate, then a FIN.
-    public init(genuine: UInt16, abort: String, then rogue: UInt16? = nil, truncate: Int? = nil, cutAfterCertificate: Bool = false) throws {
+    /// `stall`: later connections are read and never answered.
+    public init(genuine: UInt16, abort: String, then rogue: UInt16? = nil, truncate: Int? = nil, cutAfterCertificate: Bool = false,
+                stall: Bool = false) throws {
         var args = ["\(Paths.scripts)/replayer.py", "--genuine", String(genuine), "--abort", abort]
+        if stall { args += ["--then", "1", "--stall"] }
         if let rogue { args += ["--then", String(rogue)] }
         if let truncate { args += ["--then", "1", "--truncate", String(truncate)] }
         if cutAfterCertificate { args += ["--then", "1", "--cut-after-certificate"] }

@@ -14,6 +14,11 @@ import PinPolicy
 /// has sent part of its head (a slow client) only after those. Connections that have spoken are not counted here: the
 /// descriptors outside this limit are their reserve.
 ///
+/// A pinned tunnel whose client has not sent its ClientHello since its `200` is silent again, and
+/// heavier: it holds the client's descriptor, the tunnel's upstream connection and its mirror
+/// connections. It is counted here by what it holds (`weight`), so a flood of CONNECTs that never
+/// send a hello is shed like a flood of connections that never send a CONNECT.
+///
 /// A pure value: the worker feeds it arrivals and departures and closes what it names.
 struct SilentConnections {
     /// Who a connection counts against.
@@ -34,11 +39,21 @@ struct SilentConnections {
     }
 
     private(set) var limit: Int
-    /// Ids in arrival order; those that left are skipped (and dropped when they outnumber the rest).
-    private var order: [Int] = []
+    /// Arrivals in order; those that left (or arrived again later: a tunnel silent again after
+    /// its CONNECT) are skipped, and dropped when they outnumber the rest.
+    private var order: [(id: Int, serial: Int)] = []
     private var head = 0
-    private var members: [Int: Client] = [:]
+    private var members: [Int: Member] = [:]
+    private var serials = 0
+    private struct Member {
+        let client: Client
+        let weight: Int
+        /// Which arrival in `order` is this member's.
+        let serial: Int
+    }
+    /// Descriptors held, by client and in all.
     private var held: [Client: Int] = [:]
+    private(set) var weight = 0
 
     init(limit: Int) {
         precondition(limit > 0, "a limit of \(limit) silent connections")
@@ -78,11 +93,14 @@ struct SilentConnections {
     /// answered one, else the oldest trickling one — never `id` itself (the newest is the one most
     /// likely to be a real client about to speak), never one that is `arriving` (it stays in the
     /// book until it has spoken).
-    mutating func arrived(_ id: Int, from address: IPAddress, activity: (Int) -> Activity) -> [Int] {
+    mutating func arrived(_ id: Int, from address: IPAddress, weight: Int = 1, activity: (Int) -> Activity) -> [Int] {
         let client = Client(address)
-        members[id] = client
-        held[client, default: 0] += 1
-        order.append(id)
+        left(id)
+        serials += 1
+        members[id] = Member(client: client, weight: weight, serial: serials)
+        held[client, default: 0] += weight
+        self.weight += weight
+        order.append((id, serials))
         var victims: [Int] = []
         var seen: [Int: Activity] = [:]  // each asked once: asking may be a system call
         func activityOf(_ id: Int) -> Activity {
@@ -91,7 +109,7 @@ struct SilentConnections {
             seen[id] = now
             return now
         }
-        while members.count > limit || held[client, default: 0] > perClientLimit {
+        while self.weight > limit || held[client, default: 0] > perClientLimit {
             let overShare = held[client, default: 0] > perClientLimit
             guard let victim = idlest(of: overShare ? client : nil, sparing: id, activity: activityOf) else { break }
             left(victim)
@@ -102,9 +120,10 @@ struct SilentConnections {
 
     /// The connection sent its request head, or closed: it is no longer silent.
     mutating func left(_ id: Int) {
-        guard let client = members.removeValue(forKey: id) else { return }
-        held[client]! -= 1
-        if held[client] == 0 { held[client] = nil }
+        guard let member = members.removeValue(forKey: id) else { return }
+        held[member.client]! -= member.weight
+        weight -= member.weight
+        if held[member.client] == 0 { held[member.client] = nil }
         compact()
     }
 
@@ -121,8 +140,8 @@ struct SilentConnections {
     private func idlest(of client: Client?, sparing spared: Int, activity: (Int) -> Activity) -> Int? {
         var best: (id: Int, activity: Activity)?
         var looked = 0
-        for id in order[head...] where id != spared {
-            guard let member = members[id], client == nil || member == client else { continue }
+        for (id, serial) in order[head...] where id != spared && isLive(id, serial) {
+            guard let member = members[id], client == nil || member.client == client else { continue }
             let now = activity(id)
             if now == .idle { return id }
             if now != .arriving, best.map({ now < $0.activity }) ?? true { best = (id, now) }
@@ -132,12 +151,26 @@ struct SilentConnections {
         return best?.id
     }
 
+    /// The oldest member that `matches`, among the `window` oldest: what to close when a limit other
+    /// than this book's is reached (a `max_tunnels` slot held by a tunnel still without its hello).
+    func oldest(where matches: (Int) -> Bool) -> Int? {
+        var looked = 0
+        for (id, serial) in order[head...] where isLive(id, serial) {
+            if matches(id) { return id }
+            looked += 1
+            if looked == Self.window { break }
+        }
+        return nil
+    }
+
+    private func isLive(_ id: Int, _ serial: Int) -> Bool { members[id]?.serial == serial }
+
     /// Drops the ids that left from the front, and rebuilds the order when those that left
     /// outnumber those still in it: the storage stays within twice the members (plus a little).
     private mutating func compact() {
-        while head < order.count, members[order[head]] == nil { head += 1 }
+        while head < order.count, !isLive(order[head].id, order[head].serial) { head += 1 }
         if storedIds > 2 * members.count + 64 {
-            order = order[head...].filter { members[$0] != nil }
+            order = order[head...].filter { isLive($0.id, $0.serial) }
             head = 0
         } else if head > 64 && head * 2 > order.count {
             order.removeFirst(head)

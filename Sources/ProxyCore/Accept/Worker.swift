@@ -25,6 +25,8 @@ final class Worker: @unchecked Sendable {
         let quarantine: Quarantine
         /// The host:ports whose cached probe chains no worker may use any more (a refusal on one).
         let forgottenChains = ForgottenChains()
+        /// The randoms of the ClientHellos pinned tunnels carried, so that a replayed one is refused.
+        let seenHellos = SeenHellos()
         /// How many workers share the accepted connections.
         let workerCount: Int
     }
@@ -115,6 +117,7 @@ final class Worker: @unchecked Sendable {
     var debugBypassEnabled: Bool { shared.debugBypassEnabled }
     var resumptions: ResumptionLedger { shared.resumptions }
     var quarantine: Quarantine { shared.quarantine }
+    var seenHellos: SeenHellos { shared.seenHellos }
 
     // MARK: from the supervisor (on this worker's thread, through the mailbox)
 
@@ -151,16 +154,17 @@ final class Worker: @unchecked Sendable {
         admitSilent(id, client: client)
     }
 
-    /// A kept plain-HTTP connection waits for its next request: silent again (see `noteSilence`).
-    func silentAgain(_ id: Int, client: SocketAddress) {
+    /// A kept plain-HTTP connection waits for its next request, or a pinned tunnel for its client's
+    /// ClientHello: silent again, holding `descriptors` (see `SilentConnections`).
+    func silentAgain(_ id: Int, client: SocketAddress, descriptors: Int = 1) {
         guard sessions[id] != nil else { return }
-        admitSilent(id, client: client)
+        admitSilent(id, client: client, weight: descriptors)
     }
 
     /// Puts a connection in the book of silent ones, closing the idlest if there are too many.
-    private func admitSilent(_ id: Int, client: SocketAddress) {
+    private func admitSilent(_ id: Int, client: SocketAddress, weight: Int = 1) {
         silent.setLimit(Self.silentLimit(workers: shared.workerCount))
-        let victims = silent.arrived(id, from: client.ip) { [sessions] candidate in sessions[candidate]?.silentActivity ?? .idle }
+        let victims = silent.arrived(id, from: client.ip, weight: weight) { [sessions] candidate in sessions[candidate]?.silentActivity ?? .idle }
         guard !victims.isEmpty else { return }
         let busiest = sessions[victims[0]]?.client.ip ?? client.ip
         for victim in victims { sessions[victim]?.reap() }
@@ -223,8 +227,17 @@ final class Worker: @unchecked Sendable {
 
     // MARK: for sessions
 
-    /// Takes a `max_tunnels` slot from the budget every worker shares.
-    func takeTunnelSlot() -> Bool { shared.budget.take(limit: snapshot.policy.proxy.maxTunnels) }
+    /// Takes a `max_tunnels` slot from the budget every worker shares. When none is left, this
+    /// worker's oldest tunnel whose client has sent no ClientHello since its `200` gives up its
+    /// slot: a flood of CONNECTs that never speak must not take the slots of clients that do.
+    func takeTunnelSlot() -> Bool {
+        let limit = snapshot.policy.proxy.maxTunnels
+        if shared.budget.take(limit: limit) { return true }
+        guard let idle = silent.oldest(where: { sessions[$0]?.awaitsClientHello == true }) else { return false }
+        silent.left(idle)
+        sessions[idle]?.reap()
+        return shared.budget.take(limit: limit)
+    }
     /// A slot the machine holds without having asked (kept balanced whatever the machine does).
     func takeTunnelSlotUnchecked() { _ = shared.budget.take(limit: .max) }
     func giveBackTunnelSlot() { shared.budget.giveBack() }
@@ -285,8 +298,8 @@ final class Worker: @unchecked Sendable {
             }
         case .caught(let caught, let judged):
             suspectInterception(caught, judged: judged, record: record)
-        case .unconfirmed:
-            preconditionFailure("the session starts a confirming look itself")
+        case .unconfirmed, .clientHello:
+            preconditionFailure("the session handles \(note) itself")
         }
     }
 

@@ -101,6 +101,7 @@ enum SessionLog {
             if closed.passage != nil, let relay = closed.relay { r["relay"] = .string(relay.rawValue) }
             tunnelVersion(closed, into: &r)
             r["close_reason"] = .string(closed.passage != nil ? reason.code : "\(reason.code)_before_decision")
+            if case .relay(.clientLeft(let stage)) = reason { r["stage"] = .string(stage.rawValue) }
             if case .policyReload(let cause) = reason {
                 r["reason"] = .string(cause.code)
                 r["detail"] = .string(cause.detail)
@@ -226,6 +227,8 @@ enum SessionLog {
         case .mirrorInvalid: return "the server's answer to pinproxy's copy of the client's ClientHello was not signed by its certificate's key (or did not open under the mirror's own secret): a replayed chain, an interceptor, or a broken server. Unproved, it is no incident by itself"
         case .mirrorFailed: return "the server answered pinproxy's copy of the client's ClientHello with an alert or a flight pinproxy cannot read (see detail); the client's own hello most likely gets the same answer (a cipher suite, ALPN or extension the server refuses), so the client's handshake fails too. Not an interception: no quarantine"
         case .mirrorLost: return "of the look-alike connections pinproxy made at the same moment (the client's and its mirror check's), one got the server's answer and another none. A server that serves one connection at a time (openssl s_server, a single-threaded Python server, some embedded servers) does that to every tunnel ('pinproxy pin HOST:PORT' says so): give its rule mirror_checks: 0. Otherwise an interceptor may be choosing connections (see interception_suspected)"
+        case .firstFlightTimeout: return "the server accepted the connections but did not answer the client's ClientHello (nor pinproxy's copy of it) in time: an overloaded or hung server, or something on the path that holds handshakes; raise proxy.probe_timeout if the server is merely slow"
+        case .helloReplayed: return "a ClientHello is made afresh for each connection (its random is new each time); this one repeats an earlier tunnel's, so a program is replaying captured hellos through pinproxy. pinproxy sent no mirror for it"
         case .quarantined: return "a check caught an interception for this host:port (see interception_suspected); until the quarantine ends only tunnels pinproxy verifies by themselves pass: use TLS 1.2 or write a key log (SSLKEYLOGFILE), and investigate the network path"
         }
     }

@@ -20,6 +20,9 @@ struct Counters: Equatable {
     var unverifiedResumptions = 0
     /// Pinned TLS 1.3 tunnels whose mirror could not be made (`verify=probe-only reason=mirror_unavailable`).
     var mirrorsUnavailable = 0
+    /// Pinned tunnels closed because their client sent no ClientHello after the `200`: within
+    /// `client_hello_timeout`, or before a newer connection needed the room (`close_reason=reclaimed`).
+    var withoutClientHello = 0
 
     mutating func count(_ decision: TunnelDecision) {
         switch decision {
@@ -43,6 +46,7 @@ struct Counters: Equatable {
             if tunnel.stream?.verification == .resumptionUnverified { unverifiedResumptions += 1 }
             if tunnel.stream?.verification == .probeOnly && tunnel.stream?.unverifiedBecause != nil { mirrorsUnavailable += 1 }
             if case .policyReload = reason { closedByReload += 1 }
+            if reason == .relay(.noClientHello) || reason == .reclaimed { withoutClientHello += 1 }
             bytesUp += tunnel.bytesUp
             bytesDown += tunnel.bytesDown
         }
@@ -66,6 +70,6 @@ struct Counters: Equatable {
     private static var summed: [WritableKeyPath<Counters, Int>] {
         [\.accepted, \.rejected, \.refused, \.allowed, \.bypassed, \.unpinned, \.closed, \.bytesUp, \.bytesDown,
          \.closedByReload, \.liveSessionObjects, \.silentReaped, \.reloadsSucceeded, \.reloadsFailed,
-         \.interceptionsSuspected, \.unverifiedResumptions, \.mirrorsUnavailable]
+         \.interceptionsSuspected, \.unverifiedResumptions, \.mirrorsUnavailable, \.withoutClientHello]
     }
 }

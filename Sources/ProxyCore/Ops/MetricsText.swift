@@ -90,6 +90,9 @@ enum MetricsText {
         StatsFamily(name: "pinproxy_mirrors_unavailable_total", kind: .counter,
                     help: "Pinned TLS 1.3 tunnels whose mirror could not be made (verify=probe-only reason=mirror_unavailable).",
                     samples: [("", \.counters.mirrorsUnavailable)]),
+        StatsFamily(name: "pinproxy_tunnels_without_client_hello_total", kind: .counter,
+                    help: "Pinned tunnels closed because their client sent no ClientHello after the 200 (close_reason=client_hello_timeout or reclaimed).",
+                    samples: [("", \.counters.withoutClientHello)]),
     ]
 
     static func render(_ sample: MetricsSample, version: String = BuildInfo.version) -> String {

@@ -31,6 +31,7 @@ struct StatsSample: Equatable {
         ("workers", \.workers),
         ("interceptions_suspected", \.counters.interceptionsSuspected), ("quarantined", \.quarantined),
         ("resumptions_unverified", \.counters.unverifiedResumptions), ("mirrors_unavailable", \.counters.mirrorsUnavailable),
+        ("no_client_hello", \.counters.withoutClientHello),
     ]
 
     /// The `stats` line's fields.

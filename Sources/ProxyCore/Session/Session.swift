@@ -176,7 +176,15 @@ final class Session {
     /// one-byte connections would keep every descriptor for its answers' linger.
     func reap() {
         if case .lingering = machine.state { return release() }
+        // A tunnel whose client has sent no hello since its 200 logged its decision: it says how it ended.
+        if awaitsClientHello { return finish(.reclaimed) }
         finish(.reaped)
+    }
+
+    /// A pinned tunnel whose client has not completed its ClientHello since its `200`.
+    var awaitsClientHello: Bool {
+        if case .relaying(let relay, _) = work { return relay.check?.awaitsClientHello == true }
+        return false
     }
 
     /// What this connection is doing while it has not spoken (see `SilentConnections.Activity`):
@@ -184,6 +192,7 @@ final class Session {
     /// CONNECT); part of a head already read is trickling; nothing, or a refusal lingering, is idle.
     var silentActivity: SilentConnections.Activity {
         if case .lingering = machine.state { return .answered }
+        if case .relaying(let relay, _) = work { return relay.clientActivity }
         guard isReadingRequest, let clientSide else { return .idle }  // its first head, or the next on a kept connection
         var byte: UInt8 = 0
         if recv(clientSide.fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) > 0 { return .arriving }
@@ -359,6 +368,8 @@ final class Session {
         var context = StreamCheck.Context(authority: admitted.authority, snapshot: admitted.snapshot, pinning: pinning,
                                           debugBypassEnabled: worker.debugBypassEnabled, keyLog: worker.keyLog)
         context.quarantine = worker.quarantine
+        context.seenHellos = worker.seenHellos
+        context.deadline = .init(loop: worker.loop, seconds: settings.probeTimeout)
         context.mirrorsOff = context.rule?.mirrorChecks == 0
         if !pendingMirrors.isEmpty {
             context.mirrors = .init(connections: pendingMirrors, loop: worker.loop, timeout: settings.probeTimeout)
@@ -368,8 +379,9 @@ final class Session {
         check.notify = { [weak self] note in self?.streamNoted(note) }
         // The relay owns the client's bufferevent from here: it frees it once the fast relay has the socket.
         self.clientSide = nil
-        let relay = Relay(loop: worker.loop, client: clientSide, upstream: upstream, idleTimeout: settings.idleTimeout, check: check,
-                          method: settings.relay) { [weak self] end in
+        let mirrorCount = context.mirrors?.connections.count ?? 0
+        let relay = Relay(loop: worker.loop, client: clientSide, upstream: upstream, idleTimeout: settings.idleTimeout,
+                          helloTimeout: settings.clientHelloTimeout, check: check, method: settings.relay) { [weak self] end in
             guard let self else { return }
             finish(.relay(end))
         }
@@ -379,6 +391,9 @@ final class Session {
         }
         work = .relaying(relay, bypassEnd: bypassEnd)
         relay.start()
+        // Until its client's hello, the tunnel is silent again, holding the client's descriptor, the
+        // upstream's and its mirrors'.
+        if relay.check?.awaitsClientHello == true { worker.silentAgain(id, client: client, descriptors: 2 + mirrorCount) }
         // Keys for this tunnel's mirrors, made while its client builds the hello they will mirror.
         if let mirrors = context.mirrors { EphemeralKeyStock.shared.fill(adding: mirrors.connections.count) }
         // A reload while this CONNECT resolved, probed or connected: judged again now, as every
@@ -389,6 +404,7 @@ final class Session {
     /// What the stream check notes, logged with the open tunnel's record (made now rather than
     /// kept in the check's closure: a held tunnel keeps one copy, the machine's).
     private func streamNoted(_ note: StreamCheck.Note) {
+        if case .clientHello = note { return worker.spoke(id) }
         guard case .relaying(let admitted, let passage, let address) = machine.state else { return }
         let record = DecisionRecord(conn: id, client: client, .opened(admitted, passage, address: address))
         guard case .unconfirmed(let confirmation) = note else { return worker.logStreamNote(note, record: record) }

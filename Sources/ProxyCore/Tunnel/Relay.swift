@@ -30,6 +30,9 @@ final class Relay {
     /// One timer event for the tunnel's life, armed again while bytes move (an event, not a `Timer`
     /// remade at each re-arm: a held tunnel carries one, ~100 bytes lighter).
     private var idleTimer: LoopEvent?
+    /// A pinned tunnel's client has `helloTimeout` after the `200` to complete its ClientHello.
+    private let helloTimeout: Double?
+    private var helloTimer: Timer?
     private let loop: EventLoop
     private var onEnd: ((RelayEnd) -> Void)?
     /// The one hook where bytes move: the stream check sees each side's first flights. Once it is
@@ -51,9 +54,10 @@ final class Relay {
     var stage: RelayStage { fast == nil ? .bufferevent : method == .splice ? .splice : .copy }
     private var lastActivity: ContinuousClock.Instant { fast?.lastActivity ?? checkedActivity }
 
-    init(loop: EventLoop, client: BufferEvent, upstream: BufferEvent, idleTimeout: Double, check: StreamCheck?,
-         method: RelayMethod = .copy, onEnd: @escaping (RelayEnd) -> Void) {
+    init(loop: EventLoop, client: BufferEvent, upstream: BufferEvent, idleTimeout: Double, helloTimeout: Double? = nil,
+         check: StreamCheck?, method: RelayMethod = .copy, onEnd: @escaping (RelayEnd) -> Void) {
         self.loop = loop
+        self.helloTimeout = helloTimeout
         self.check = check
         self.method = RelayStage.testOverride ?? method
         sides = (Side(bev: client, inspected: check != nil), Side(bev: upstream, inspected: check != nil))
@@ -79,8 +83,24 @@ final class Relay {
             self[side].bev.enable(EV_READ | EV_WRITE)
         }
         armIdleTimer()
+        if let helloTimeout, check?.awaitsClientHello == true {
+            helloTimer = Timer(loop: loop, after: helloTimeout) { [weak self] in
+                guard let self else { return }
+                helloTimer = nil
+                if check?.awaitsClientHello == true { end(.noClientHello) }
+            }
+        }
         move(from: .client)  // bytes the client sent right after its CONNECT
         goFastIfReady()
+    }
+
+    /// What the client does while its tunnel waits for its ClientHello, for the book of silent
+    /// connections: bytes in the kernel are arriving, part of a hello held is trickling.
+    var clientActivity: SilentConnections.Activity {
+        guard let sides else { return .idle }
+        var byte: UInt8 = 0
+        if recv(sides.client.bev.fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) > 0 { return .arriving }
+        return evbuffer_get_length(sides.client.bev.input) > 0 ? .trickling : .idle
     }
 
     /// Makes the coming close a reset on both sockets: whatever is still queued towards either peer,
@@ -98,6 +118,7 @@ final class Relay {
         check?.stop()
         onEnd = nil
         idleTimer = nil
+        helloTimer = nil
         fast?.cancel()
     }
 
@@ -310,7 +331,10 @@ final class Relay {
                     upstreamClosedWhileHeld = true
                     return
                 }
-                // It hung up in the middle of a flight the check still holds: that never passes.
+                // The client left (before its hello was complete, or before the server, told of it,
+                // closed): its own doing, said as such.
+                if side == .client || book.client.sentEOF, let stage = check?.heldStage { return end(.clientLeft(stage)) }
+                // The server hung up in the middle of a flight the check still holds: that never passes.
                 return end(.refused(StreamRefusal(reason: .malformedTLS, detail: "the \(side.rawValue) closed before its first flight was complete")))
             }
             releaseEmptyInput(of: side)
@@ -359,6 +383,7 @@ final class Relay {
 
     private func end(_ how: RelayEnd) {
         idleTimer = nil
+        helloTimer = nil
         check?.stop()
         fast?.cancel()
         let done = onEnd

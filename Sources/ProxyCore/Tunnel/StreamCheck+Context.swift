@@ -28,6 +28,11 @@ extension StreamCheck {
         var mirrorsOff = false
         /// The process's quarantine book.
         var quarantine: Quarantine? = nil
+        /// The randoms of the hellos earlier tunnels carried, across the workers (nil: not looked at).
+        var seenHellos: SeenHellos? = nil
+        /// The loop and `probe_timeout`, for the deadline on the server's first flight (nil: none,
+        /// for a check driven without a loop).
+        var deadline: Deadline? = nil
 
         /// Takes the mirror connections (once).
         mutating func takeMirrors() -> MirrorSetup? {

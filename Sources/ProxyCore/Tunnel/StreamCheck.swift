@@ -27,6 +27,8 @@ final class StreamCheck {
         /// no other look with it passed: the tunnel is refused, and a confirming look decides
         /// whether that was an interception (`ConfirmingLook`).
         case unconfirmed(Confirmation)
+        /// A pinned tunnel's client completed its ClientHello: it has spoken.
+        case clientHello
     }
 
     /// What a confirming look needs: the failing look, the hello to send again as the client sent
@@ -92,6 +94,9 @@ final class StreamCheck {
         var lookClock: LookClock?
         var tunnelAnswered = false
         var silenceWatch: Timer?
+        /// From the client's hello until the server's first flight is where the check can speak
+        /// (`StreamCheck+Deadlines`).
+        var firstFlightDeadline: Timer?
     }
 
     private(set) var madeReading: Reading?
@@ -144,6 +149,7 @@ final class StreamCheck {
     func stop() {
         phase.tls13Checks?.stop()
         madeReading?.silenceWatch = nil
+        madeReading?.firstFlightDeadline = nil
         context.closeMirrors()
         phase = .done
         decide = nil
@@ -176,6 +182,12 @@ final class StreamCheck {
             phase = .done
             return .done
         }
+        notify?(.clientHello)
+        // A replayed hello costs nothing to send and a handshake per look to answer: no mirror for it.
+        if let seen = context.seenHellos, !seen.note(hello.random) {
+            context.closeMirrors()
+            return refuse(.helloReplayed, "the client's ClientHello carries the random of a hello an earlier tunnel carried; a client makes a fresh one for each connection", now)
+        }
         reading.hello = (hello, Array(reading.firstFlight.prefix(reading.clientReader.bytesConsumed)))
         reading.firstFlight = []
         var keyLog: KeyLogCheck?
@@ -189,6 +201,7 @@ final class StreamCheck {
         let mirrors = offersTLS13 ? startMirrors(hello) : []
         context.closeMirrors()  // a client that offers only TLS ≤ 1.2 is verified in the stream
         phase = .awaitingServerHello(hello, TLS13Checks(keyLog: keyLog, mirrors: mirrors))
+        armFirstFlightDeadline()
         // Keep reading record headers: the client's first application data tells us the server
         // proved its key (see `Phase.watchingApplicationData`).
         reading.clientRecords = RecordHeaderWalk(at: reading.clientReader.bytesConsumed)

@@ -31,10 +31,17 @@ public enum StreamReason: Hashable, Sendable {
     /// TLS 1.3 with nothing to verify the tunnel by itself (no key-log line), to a host:port in
     /// quarantine after a caught interception.
     case quarantined
+    /// The server sent no byte of its first flight, in the tunnel or to a mirror, within
+    /// `probe_timeout` of the client's hello (or did not complete a TLS ≤ 1.2 flight up to its
+    /// Certificate in that time): the probe's own deadline, and the same `reason`.
+    case firstFlightTimeout
+    /// The client's ClientHello carries the random of a hello an earlier tunnel carried: a replay
+    /// (a real client makes a fresh random for each connection), refused before any mirror is sent.
+    case helloReplayed
 
     /// Every reason, each pin-policy reason included once.
     public static let all: [StreamReason] = [.notTLS, .sniMismatch, .unverifiedResumption, .malformedTLS, .keylogInvalid, .keylogMissing,
-                                             .mirrorInvalid, .mirrorFailed, .mirrorLost, .quarantined]
+                                             .mirrorInvalid, .mirrorFailed, .mirrorLost, .quarantined, .firstFlightTimeout, .helloReplayed]
         + RefusalReason.allCases.map(StreamReason.policy)
 
     /// The log line's `reason`.
@@ -51,6 +58,8 @@ public enum StreamReason: Hashable, Sendable {
         case .mirrorFailed: return "mirror_failed"
         case .mirrorLost: return "mirror_lost"
         case .quarantined: return "quarantined"
+        case .firstFlightTimeout: return NetworkRefusal.probeTimeout.rawValue
+        case .helloReplayed: return "hello_replayed"
         }
     }
 }

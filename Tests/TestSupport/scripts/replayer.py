@@ -30,6 +30,9 @@ p.add_argument("--truncate", type=int, default=0,
 p.add_argument("--cut-after-certificate", action="store_true",
                help="with --abort none: later connections get --genuine's answer up to the end of the record "
                     "carrying its (TLS 1.2, plaintext) Certificate, then FIN: a server that hangs up right after it")
+p.add_argument("--stall", action="store_true",
+               help="with --abort none: later connections are accepted and read, and never get a byte: "
+                    "a server that answers no look but the probe's")
 p.add_argument("--abort", choices=["alert", "fin", "rst", "none"], default="fin")
 a = p.parse_args()
 
@@ -85,6 +88,16 @@ def cut_after_certificate(client, port):
         if header[0] == 22 and body[:1] == b"\x0b":
             break
     client.shutdown(socket.SHUT_WR)
+
+
+def stalled(client):
+    """Reads what comes and answers nothing, until the peer closes (or 120 s pass)."""
+    client.settimeout(120)
+    try:
+        while client.recv(65536): pass
+    except OSError:
+        pass
+    client.close()
 
 
 def read_exact(sock, n):
@@ -178,6 +191,8 @@ def handle(client):
             served_first[0] = True
         if replay and a.abort == "none":
             passthrough(client, a.genuine)   # the probe gets the genuine server, whole
+        elif not replay and a.stall:
+            stalled(client)
         elif not replay and a.cut_after_certificate:
             cut_after_certificate(client, a.genuine)
         elif not replay and a.truncate:
