@@ -22,6 +22,7 @@ import TestSupport
         "workers": "pinproxy_workers", "interceptions_suspected": "pinproxy_interceptions_suspected_total",
         "quarantined": "pinproxy_quarantined", "resumptions_unverified": "pinproxy_resumptions_unverified_total",
         "mirrors_unavailable": "pinproxy_mirrors_unavailable_total",
+        "no_client_hello": "pinproxy_tunnels_without_client_hello_total",
     ]
 
     struct Scrape {

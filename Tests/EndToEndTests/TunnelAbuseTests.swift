@@ -90,6 +90,40 @@ import TestSupport
         #expect(Self.descriptorsReturn(to: before, proxy) <= before)
     }
 
+    /// Tunnels whose servers do not answer hold their mirror connections until `probe_timeout`. A
+    /// client that makes CONNECTs faster than its servers answer gets its share of the worker's
+    /// mirror connections (a quarter of the descriptor limit, half of it per client: 8 here, two
+    /// tunnels with `mirror_checks: 4`) and then a 503 that says why — not every descriptor.
+    @Test func aClientPastItsShareOfMirrorsIsRefused503() throws {
+        let server = try Upstream("leaf-ec256", name: "good")
+        let stalling = try Replayer(genuine: server.port, abort: "none", stall: true)
+        let proxy = try ProxyProcess(config: policy(ports: [stalling.port], rules: apiRule(pinsLine(Pins.leafEC) + "\n    mirror_checks: 4"),
+                                                    proxy: "probe_timeout: 6s\nclient_hello_timeout: 1s\nworkers: 1"))
+        try proxy.limitDescriptors(soft: 64, hard: nil)
+        let before = proxy.openFileDescriptors
+        // One after the other, each with its hello sent before the next opens (two tunnels both still
+        // without a hello would be more than this tiny limit lets one client keep silent).
+        var held: [BackgroundRun] = []
+        defer { for run in held { _ = run.stop(timeout: 5) } }
+        for count in 1...2 {
+            held.append(try BackgroundRun("/usr/bin/curl", ["-sS", "--max-time", "30", "--proxy", "http://127.0.0.1:\(proxy.port)", "--cacert",
+                                                            Paths.fixture("both-roots.pem"), "https://\(Self.target):\(stalling.port)/"]))
+            #expect(proxy.events("tunnel_allowed", count: count, timeout: 20).count == count)
+            usleep(300_000)  // its hello sent, its mirrors waiting for the stalled server
+        }
+        let response = try connectResponse(proxy: proxy.port, target: "\(Self.target):\(stalling.port)")
+        #expect(statusLine(response) == "HTTP/1.1 503 Too Many Mirror Checks", "\(response)")
+        #expect(header("Proxy-Status", in: response) == "pinproxy; error=connection_limit_reached; details=\"mirror_limit_reached\"")
+        #expect(header("Retry-After", in: response) == "1")
+        let refused = try #require(proxy.waitFor("tunnel_refused") { $0["reason"] == "mirror_limit_reached" })
+        #expect(refused["status"] == "503" && refused["detail"] == "127.0.0.1 holds 8 of the 8 mirror connections one client may hold on a worker, and this CONNECT needs 4 more; its other tunnels' servers have not answered yet",
+                "\(refused)")
+        // The two held tunnels end at probe_timeout, and every mirror connection with them.
+        let ends = proxy.events("tunnel_refused", count: 3, timeout: 20).filter { $0["reason"] == "probe_timeout" }
+        #expect(ends.count == 2 && ends.allSatisfy { $0["stage"] == "stream" })
+        #expect(Self.descriptorsReturn(to: before, proxy) <= before)
+    }
+
     /// A ClientHello sent again in a second tunnel — no cryptography needed on the client's side,
     /// a handshake per look on the server's — is refused before any mirror is sent: the server
     /// sees the second tunnel's connections closed without a hello.

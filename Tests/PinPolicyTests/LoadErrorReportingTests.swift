@@ -50,4 +50,18 @@ import Testing
             "test.yaml:7:8: tabs are not allowed here in YAML; use spaces",
         ])
     }
+
+    /// A pinned tunnel holds its mirror connections while it waits for its client's hello: the wait
+    /// is bounded, and the bound itself too.
+    @Test func theClientHelloTimeoutIsBounded() throws {
+        #expect(errors("version: 1\nproxy:\n  client_hello_timeout: 61s\ndefaults:\n  unpinned: allow\n") == [
+            "test.yaml:3:25: proxy.client_hello_timeout is at most 60s: a tunnel waiting for its client's first bytes holds its mirror connections",
+        ])
+        #expect(errors("version: 1\nproxy:\n  client_hello_timeout: 0s\ndefaults:\n  unpinned: allow\n") == [
+            "test.yaml:3:25: proxy.client_hello_timeout must be more than 0",
+        ])
+        let policy = try load("version: 1\nproxy:\n  client_hello_timeout: 2500ms\ndefaults:\n  unpinned: allow\n").get()
+        #expect(policy.proxy.clientHelloTimeout == 2.5)
+        #expect(try load("version: 1\ndefaults:\n  unpinned: allow\n").get().proxy.clientHelloTimeout == 10)
+    }
 }

@@ -38,6 +38,38 @@ import Testing
         #expect(silent.contains(1))
     }
 
+    /// A pinned tunnel still without its client's hello counts by the descriptors it holds: arriving
+    /// with six, it makes the book shed the oldest idle members until the weight is within the
+    /// limit; gone, its six are free again.
+    @Test func aTunnelWithoutItsHelloCountsByItsDescriptors() {
+        var silent = SilentConnections(limit: 14)
+        for id in 1...6 { _ = silent.arrived(id, from: id % 2 == 0 ? remote : remote2, activity: Self.allIdle) }
+        // Its client would hold 3 + 6, over its 7: its two oldest go.
+        #expect(silent.arrived(7, from: remote, weight: 6, activity: Self.allIdle) == [2, 4])
+        #expect(silent.weight == 10 && silent.count == 5)
+        silent.left(7)
+        #expect(silent.weight == 4 && silent.count == 4)
+        // Never more than a client's share for one member (7 here), however many it holds.
+        #expect(silent.arrived(8, from: loopback, weight: 40, activity: Self.allIdle) == [])
+        #expect(silent.weight == 11)
+    }
+
+    /// A connection silent again (a tunnel back in the book after its CONNECT) is as new as its
+    /// last arrival: its first arrival's place in the order is not its own any more.
+    @Test func aConnectionSilentAgainIsAsNewAsItsLastArrival() {
+        let remote3 = IPAddress("10.0.0.9")!
+        var silent = SilentConnections(limit: 4)
+        _ = silent.arrived(1, from: remote, activity: Self.allIdle)
+        _ = silent.arrived(2, from: remote2, activity: Self.allIdle)
+        silent.left(1)  // it spoke
+        _ = silent.arrived(3, from: remote3, activity: Self.allIdle)
+        _ = silent.arrived(1, from: remote, activity: Self.allIdle)  // silent again
+        #expect(silent.arrived(4, from: remote2, activity: Self.allIdle) == [])
+        #expect(silent.arrived(5, from: remote3, activity: Self.allIdle) == [2])
+        #expect(silent.arrived(6, from: remote, activity: Self.allIdle) == [3])
+        #expect(silent.oldest { _ in true } == 1 && silent.oldest { $0 != 1 } == 4)
+    }
+
     /// A connection whose request is arriving is spared — it stays in the book until it has
     /// spoken — and the next oldest goes.
     @Test func aConnectionWhoseRequestIsArrivingIsSpared() {

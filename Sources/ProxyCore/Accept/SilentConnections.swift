@@ -95,6 +95,9 @@ struct SilentConnections {
     /// book until it has spoken).
     mutating func arrived(_ id: Int, from address: IPAddress, weight: Int = 1, activity: (Int) -> Activity) -> [Int] {
         let client = Client(address)
+        // One member never outweighs a client's share: under a tiny descriptor limit a tunnel with
+        // many mirrors would otherwise close every other connection of its client as it arrived.
+        let weight = min(weight, perClientLimit)
         left(id)
         serials += 1
         members[id] = Member(client: client, weight: weight, serial: serials)

@@ -63,6 +63,8 @@ final class Worker: @unchecked Sendable {
     /// Sessions waiting for a request head (their first, or the next on a kept plain-HTTP
     /// connection), and which to close in a flood.
     private var silent = SilentConnections(limit: Worker.silentLimit(workers: 1))
+    /// The mirror connections this worker's tunnels hold.
+    private let mirrorBudget = MirrorBudget(limit: Worker.silentLimit(workers: 1))
     /// Silent connections closed since the last `silent_connections_reaped` line, and from where.
     private var reapLog = LogThrottle(interval: .seconds(10))
     private var reapedSinceLine = 0
@@ -238,6 +240,35 @@ final class Worker: @unchecked Sendable {
         sessions[idle]?.reap()
         return shared.budget.take(limit: limit)
     }
+    /// Room for `count` mirror connections of `client`: this worker's oldest tunnels still without
+    /// their client's hello (of that client, when it is the one over its share) are closed for it
+    /// first. Nil when there is room; else the refusal.
+    func reserveMirrors(_ count: Int, for client: SocketAddress) -> Refusal? {
+        mirrorBudget.setLimit(Self.silentLimit(workers: shared.workerCount))
+        let key = SilentConnections.Client(client.ip)
+        for _ in 0..<64 {  // bounded: each round closes one tunnel
+            guard let short = mirrorBudget.shortfall(count, for: key) else { return nil }
+            let ownOnly = short != .all
+            guard let idle = silent.oldest(where: { id in
+                guard let session = sessions[id], session.awaitsClientHello else { return false }
+                return !ownOnly || SilentConnections.Client(session.client.ip) == key
+            }) else { break }
+            silent.left(idle)
+            sessions[idle]?.reap()
+        }
+        switch mirrorBudget.shortfall(count, for: key) {
+        case nil:
+            return nil
+        case .client(let held)?:
+            return .network(.mirrorLimitReached, "\(client.ip) holds \(held) of the \(mirrorBudget.perClientLimit) mirror connections one client may hold on a worker, and this CONNECT needs \(count) more; its other tunnels' servers have not answered yet")
+        case .all?:
+            return .network(.mirrorLimitReached, "this worker's \(mirrorBudget.limit) mirror connections are all held by tunnels whose servers have not answered yet, and this CONNECT needs \(count)")
+        }
+    }
+
+    /// A mirror connection's share of the budget `reserveMirrors` found room in.
+    func mirrorTicket(for client: SocketAddress) -> MirrorBudget.Ticket { mirrorBudget.take(for: SilentConnections.Client(client.ip)) }
+
     /// A slot the machine holds without having asked (kept balanced whatever the machine does).
     func takeTunnelSlotUnchecked() { _ = shared.budget.take(limit: .max) }
     func giveBackTunnelSlot() { shared.budget.giveBack() }

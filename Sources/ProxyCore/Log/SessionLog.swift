@@ -359,6 +359,8 @@ enum SessionLog {
             return "the upstream did not complete a TLS handshake; is it a TLS server on this port?"
         case .network(.connectionLimitReached):
             return "raise proxy.max_tunnels if this load is expected"
+        case .network(.mirrorLimitReached):
+            return "this client's pinned tunnels hold their share of pinproxy's mirror connections (a quarter of LimitNOFILE over the workers, half of it per client) while their servers answer: a client making CONNECTs faster than its servers answer them. Raise LimitNOFILE, or lower the rule's mirror_checks"
         case .network(.outOfFileDescriptors):
             return "a tunnel holds two or three file descriptors: raise LimitNOFILE (ulimit -n) to at least three times proxy.max_tunnels, or lower max_tunnels"
         case .network(.proxyLoopDetected):

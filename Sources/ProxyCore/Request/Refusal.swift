@@ -8,6 +8,8 @@ public enum NetworkRefusal: String, Hashable, Sendable, CaseIterable {
     case requestTooLarge = "request_too_large"
     case headerTimeout = "header_timeout"
     case connectionLimitReached = "connection_limit_reached"
+    /// The client's (or every client's) share of the worker's mirror connections is in use.
+    case mirrorLimitReached = "mirror_limit_reached"
     case outOfFileDescriptors = "out_of_file_descriptors"
     case shuttingDown = "shutting_down"
     case proxyLoopDetected = "proxy_loop_detected"
@@ -116,6 +118,7 @@ public struct Refusal: Hashable, Sendable {
         case .network(.requestTooLarge): return (431, "Request Header Fields Too Large", "http_request_error")
         case .network(.headerTimeout): return (408, "Request Timeout", "http_request_error")
         case .network(.connectionLimitReached): return (503, "Too Many Tunnels", "connection_limit_reached")
+        case .network(.mirrorLimitReached): return (503, "Too Many Mirror Checks", "connection_limit_reached")
         // EMFILE/ENFILE: a 503 with Retry-After like the tunnel cap, because it passes when tunnels
         // close and the upstream is not at fault. RFC 9209 `connection_limit_reached` (a configured
         // limit was exceeded): RLIMIT_NOFILE is such a limit, and the fix is configuration;

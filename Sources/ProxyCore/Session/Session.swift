@@ -247,12 +247,15 @@ final class Session {
             // the tunnel's: an interceptor sees look-alike connections arrive together.
             var mirrorCount = 0
             if case .connecting(_, .pinned(let rule, _, _)) = machine.state { mirrorCount = rule.mirrorChecks }  // a probe's chain was judged: pinned
+            if mirrorCount > 0, let refusal = worker.reserveMirrors(mirrorCount, for: client) { return perform(machine.connectFailed(refusal)) }
             var mirrors: [MirrorConnection] = []
             let tunnelAt = Int.random(in: 0...mirrorCount)
             var connector: Connector?
             for index in 0...mirrorCount {
                 guard index == tunnelAt else {
-                    mirrors.append(MirrorConnection(loop: worker.loop, addresses: dialled, perAddress: perAddress, total: deadline, through: hop))
+                    let mirror = MirrorConnection(loop: worker.loop, addresses: dialled, perAddress: perAddress, total: deadline, through: hop)
+                    mirror.ticket = worker.mirrorTicket(for: client)
+                    mirrors.append(mirror)
                     continue
                 }
                 connector = Connector(loop: worker.loop, addresses: dialled, perAddress: perAddress, total: deadline, through: hop) { [weak self] outcome in

@@ -53,6 +53,8 @@ final class MirrorConnection {
     var onEnd: ((End) -> Void)?
     /// Called once when the connect has completed or failed.
     var onSettled: (() -> Void)?
+    /// Its share of the worker's mirror budget, given back as the connection ends.
+    var ticket: MirrorBudget.Ticket?
 
     /// The connect has completed or failed: nothing more to wait for before the tunnel opens.
     var settled: Bool {
@@ -148,6 +150,7 @@ final class MirrorConnection {
         case .open, .ended: break
         }
         if ended == nil { state = .ended(.closedByPinproxy) }
+        ticket = nil
         onBytes = nil
         onEnd = nil
         onSettled = nil
@@ -157,6 +160,7 @@ final class MirrorConnection {
         sendTimer = nil
         deferred = []
         state = .ended(how)
+        ticket = nil
         let done = onEnd
         onBytes = nil
         onEnd = nil

@@ -180,7 +180,9 @@ final class Relay {
             guard count > self[from].shown, let bytes = evbuffer_pullup(source.input, count) else { return }
             let fresh = UnsafeRawBufferPointer(start: bytes + self[from].shown, count: count - self[from].shown)
             self[from].shown = count
-            switch check.inspect(from, fresh) {
+            let answer = check.inspect(from, fresh)
+            if helloTimer != nil && !check.awaitsClientHello { helloTimer = nil }  // the hello came: a held tunnel carries no timer
+            switch answer {
             case .hold:
                 checkedActivity = .now
                 return

@@ -18,6 +18,10 @@
         the very same bytes in a second tunnel. Prints `FIRST <bytes>` and `SECOND <bytes> <end>`,
         where end is `closed` (the proxy closed it), `reset` or `open` (still open after 10 s).
 
+    tunnel_abuse.py replayflood PROXY TARGET SNI SECONDS
+        One ClientHello made once, sent in one tunnel after another for SECONDS, each read until the
+        proxy or the server ends it (2 s at most). Prints `REPLAYS <tunnels>` (a benchmark's load).
+
     tunnel_abuse.py hangup PROXY TARGET SNI after-hello|mid-hello
         A tunnel whose client leaves: after sending its whole ClientHello (a shutdown of its write
         half, then it reads what comes until the close), or halfway through it (a close). Prints
@@ -149,6 +153,26 @@ def replay(proxy, target, sni):
     second.close()
 
 
+def replayflood(proxy, target, sni, seconds):
+    hello = hello_for(sni)
+    made = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and made < 1_000_000:
+        try:
+            s, status = connect(proxy, target, timeout=5)
+        except OSError:
+            continue
+        made += 1
+        if status == 200:
+            try:
+                s.sendall(hello)
+                read_until_end(s, 2)
+            except OSError:
+                pass
+        s.close()
+    print("REPLAYS %d" % made, flush=True)
+
+
 def hangup(proxy, target, sni, mode):
     hello = hello_for(sni)
     s, status = connect(proxy, target)
@@ -173,6 +197,8 @@ elif command == "flood":
     flood(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]), int(sys.argv[5]))
 elif command == "replay":
     replay(int(sys.argv[2]), sys.argv[3], sys.argv[4])
+elif command == "replayflood":
+    replayflood(int(sys.argv[2]), sys.argv[3], sys.argv[4], float(sys.argv[5]))
 elif command == "hangup":
     hangup(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5])
 else:
