@@ -22,7 +22,7 @@ scripts=$repo/Tests/TestSupport/scripts fixtures=$repo/Tests/TLSInspectionTests/
 ip link set lo up
 dir=$(mktemp -d); mount -t tmpfs tmpfs "$dir"
 trap 'kill -KILL $(jobs -p) 2>/dev/null; wait 2>/dev/null; umount "$dir"; rmdir "$dir"' EXIT
-ulimit -n 65536
+ulimit -n "$(ulimit -Hn)"; most=$(ulimit -n)
 sleep 3600 | python3 "$scripts/upstream.py" --cert "$fixtures/leaf-ec256.chain.pem" --key "$fixtures/leaf-ec256.key.pem" \
   --name good --ca "$fixtures/good-root.pem" --port 8443 > "$dir/upstream.out" 2>&1 &
 for _ in $(seq 100); do grep -q PORT "$dir/upstream.out" 2>/dev/null && break; sleep 0.1; done
@@ -64,7 +64,7 @@ peak_while() {  # runs "$@" in the background, samples fds and upstream connecti
   echo "$fds $ups $run"
 }
 
-start_front; start_proxy 65536
+start_front; start_proxy "$most"
 marker=ANSWERED
 read fds ups run < <(peak_while python3 "$scripts/tunnel_abuse.py" idle 3129 api.pinproxy.test:9443 "$count" 30)
 sleep 15  # past client_hello_timeout (10 s), far short of idle_timeout (300 s)
@@ -80,13 +80,13 @@ wait $run || true
 echo "2. $count idle CONNECTs, 1,024 descriptors: $(head -1 "$dir/run.out"); peak $fds descriptors, $ups upstream connections"
 stop_all
 
-start_front; start_proxy 65536
+start_front; start_proxy "$most"
 out=$(python3 "$scripts/tunnel_abuse.py" flood 3129 api.pinproxy.test:9443 10 500 | tail -1)
 n=${out#CONNECTS }; n=${n%% *}
 echo "3. idle CONNECTs as fast as one process makes them: $((n / 10))/s for 10 s ($out); upstream connections opened: $(wc -l < "$dir/front.jsonl"), with a hello: $(grep -c '"genuine"' "$dir/front.jsonl" || true)"
 stop_all
 
-start_front; start_proxy 65536
+start_front; start_proxy "$most"
 before=$(grep -c '"genuine"' "$dir/front.jsonl" || true)
 out=$(python3 "$scripts/tunnel_abuse.py" replayflood 3129 api.pinproxy.test:9443 api.pinproxy.test 10 | tail -1)
 n=${out#REPLAYS }

@@ -29,6 +29,7 @@ import TestSupport
         let front = try Interceptor(genuine: server.port, rogue: server.port, strategy: .none, helloTimeout: 60)
         let proxy = try ProxyProcess(config: policy(ports: [front.port], rules: apiRule(pinsLine(Pins.leafEC) + "\n    mirror_checks: 4"),
                                                     proxy: "client_hello_timeout: 1s\nworkers: 1"))  // one worker: one probe, one cache
+        try proxy.limitDescriptors(soft: 4096, hard: nil)  // room for the 20 × 6 whatever the runner's limit
         let before = proxy.openFileDescriptors
         let out = try Self.abuse(["idle", String(proxy.port), "\(Self.target):\(front.port)", "20", "30"])
         #expect(out.contains("ANSWERED 20 STATUS 200:20"), "\(out)")
@@ -57,11 +58,15 @@ import TestSupport
     /// client's hello is silent again, counted by the descriptors it holds and shed oldest first
     /// (`close_reason=reclaimed`); and at `max_tunnels` the oldest such tunnel gives up its slot.
     /// A real client, which sends its hello within milliseconds of the 200, is served every time.
+    /// (Every loopback address is one client: the flood and the real client share one share, and
+    /// what spares the real client is that its tunnel is the newest while the flood's are older. The
+    /// limits leave it a few hundred milliseconds between its 200 and its hello, however loaded the
+    /// machine.)
     @Test func aFloodOfIdleConnectsDoesNotTakeAnotherClientsTunnel() throws {
         let server = try Upstream("leaf-ec256", name: "good")
         let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.leafEC) + "\n    mirror_checks: 4"),
-                                                    proxy: "max_tunnels: 48"))
-        try proxy.limitDescriptors(soft: 1024, hard: nil)
+                                                    proxy: "max_tunnels: 120"))
+        try proxy.limitDescriptors(soft: 8192, hard: nil)
         let before = proxy.openFileDescriptors
         let warm = try curl(proxy: proxy.port, host: Self.target, port: server.port)
         #expect(warm.connectStatus == 200 && warm.body == "hello from good\n", "\(warm)")
@@ -109,7 +114,7 @@ import TestSupport
             held.append(try BackgroundRun("/usr/bin/curl", ["-sS", "--max-time", "30", "--proxy", "http://127.0.0.1:\(proxy.port)", "--cacert",
                                                             Paths.fixture("both-roots.pem"), "https://\(Self.target):\(stalling.port)/"]))
             #expect(proxy.events("tunnel_allowed", count: count, timeout: 20).count == count)
-            usleep(300_000)  // its hello sent, its mirrors waiting for the stalled server
+            usleep(1_000_000)  // its hello sent, its mirrors waiting for the stalled server
         }
         let response = try connectResponse(proxy: proxy.port, target: "\(Self.target):\(stalling.port)")
         #expect(statusLine(response) == "HTTP/1.1 503 Too Many Mirror Checks", "\(response)")
@@ -122,6 +127,38 @@ import TestSupport
         let ends = proxy.events("tunnel_refused", count: 3, timeout: 20).filter { $0["reason"] == "probe_timeout" }
         #expect(ends.count == 2 && ends.allSatisfy { $0["stage"] == "stream" })
         #expect(Self.descriptorsReturn(to: before, proxy) <= before)
+    }
+
+    /// A client whose hello makes the server ask for another key share (a HelloRetryRequest) and
+    /// that never sends its second hello: the tunnel and its mirror each heard the server, so no
+    /// look is silent, and it was held to `idle_timeout`. The handshake has `probe_timeout` from the
+    /// client's hello to reach the server's ServerHello, whoever stalls it.
+    @Test func aHandshakeStalledAfterAHelloRetryEndsAtTheProbeTimeout() throws {
+        let server = try Upstream("leaf-ec256", name: "good", extra: ["--groups", "secp384r1"])
+        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.leafEC) + "\n    mirror_checks: 1"),
+                                                    proxy: "probe_timeout: 2s"))
+        let out = try Self.abuse(["silent-after-hello", String(proxy.port), "\(Self.target):\(server.port)", Self.target, "30"])
+        #expect(out.hasPrefix("READ ") && out.hasSuffix(" closed\n") && out != "READ 0 closed\n", "the retry reached the client, then the close: \(out)")
+        let refused = try #require(proxy.waitFor("tunnel_refused"))
+        #expect(refused["reason"] == "probe_timeout" && refused["stage"] == "stream", "\(refused)")
+        #expect(refused["detail"] == "the handshake did not reach the server's ServerHello within probe_timeout (2000 ms) of the client's hello: after the server's HelloRetryRequest, the client's second ClientHello or the server's answer to it did not come")
+    }
+
+    /// At `max_tunnels`, a tunnel still without its client's hello gives up its slot to a CONNECT
+    /// the policy admits — and only to one: a CONNECT the policy refuses is answered without
+    /// closing anybody's tunnel.
+    @Test func onlyAnAdmittedConnectTakesTheSlotOfATunnelWithoutItsHello() throws {
+        let server = try Upstream("leaf-ec256", name: "good")
+        let proxy = try ProxyProcess(config: policy(ports: [server.port], rules: apiRule(pinsLine(Pins.leafEC)), proxy: "max_tunnels: 1\nworkers: 1"))
+        let held = try OpenConnection(port: proxy.port, send: "CONNECT \(Self.target):\(server.port) HTTP/1.1\r\n\r\n")
+        defer { held.close() }
+        #expect(proxy.waitFor("tunnel_allowed") != nil)
+        #expect(statusLine(try connectResponse(proxy: proxy.port, target: "\(Self.target):1")) == "HTTP/1.1 403 Forbidden by Pin Policy")
+        #expect(proxy.events("tunnel_closed").isEmpty)
+        let taken = try Self.abuse(["idle", String(proxy.port), "\(Self.target):\(server.port)", "1", "0"])
+        #expect(taken.hasPrefix("ANSWERED 1 STATUS 200:1"), "\(taken)")
+        let reclaimed = try #require(proxy.waitFor("tunnel_closed"))
+        #expect(reclaimed["close_reason"] == "reclaimed" && reclaimed["conn"] == "1" && reclaimed["level"] == "info", "\(reclaimed)")
     }
 
     /// A ClientHello sent again in a second tunnel — no cryptography needed on the client's side,
@@ -191,6 +228,11 @@ import TestSupport
         let afterHello = try #require(proxy.waitFor("tunnel_closed") { $0["conn"] != midHello["conn"] })
         #expect(afterHello["close_reason"] == "client_closed" && afterHello["stage"] == "server_hello" && afterHello["level"] == "info",
                 "\(afterHello)")
+        // A client that leaves before any byte: the server answers the close passed on with an alert.
+        _ = try Self.abuse(["idle", String(proxy.port), address, "1", "0"])
+        let beforeHello = try #require(proxy.waitFor("tunnel_closed") { $0["conn"] != midHello["conn"] && $0["conn"] != afterHello["conn"] })
+        #expect(beforeHello["close_reason"] == "client_closed" && beforeHello["stage"] == "client_hello" && beforeHello["level"] == "info",
+                "\(beforeHello)")
         #expect(proxy.events("tunnel_refused").isEmpty, "\(proxy.events("tunnel_refused"))")
 
         // The same cut flight while the client waits for it: the server's doing.

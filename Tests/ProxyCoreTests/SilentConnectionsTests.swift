@@ -67,7 +67,7 @@ import Testing
         #expect(silent.arrived(4, from: remote2, activity: Self.allIdle) == [])
         #expect(silent.arrived(5, from: remote3, activity: Self.allIdle) == [2])
         #expect(silent.arrived(6, from: remote, activity: Self.allIdle) == [3])
-        #expect(silent.oldest { _ in true } == 1 && silent.oldest { $0 != 1 } == 4)
+        #expect(silent.arrived(7, from: remote2, activity: Self.allIdle) == [1])  // now the oldest
     }
 
     /// A connection whose request is arriving is spared — it stays in the book until it has

@@ -154,18 +154,6 @@ struct SilentConnections {
         return best?.id
     }
 
-    /// The oldest member that `matches`, among the `window` oldest: what to close when a limit other
-    /// than this book's is reached (a `max_tunnels` slot held by a tunnel still without its hello).
-    func oldest(where matches: (Int) -> Bool) -> Int? {
-        var looked = 0
-        for (id, serial) in order[head...] where isLive(id, serial) {
-            if matches(id) { return id }
-            looked += 1
-            if looked == Self.window { break }
-        }
-        return nil
-    }
-
     private func isLive(_ id: Int, _ serial: Int) -> Bool { members[id]?.serial == serial }
 
     /// Drops the ids that left from the front, and rebuilds the order when those that left

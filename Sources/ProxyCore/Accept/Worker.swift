@@ -63,6 +63,8 @@ final class Worker: @unchecked Sendable {
     /// Sessions waiting for a request head (their first, or the next on a kept plain-HTTP
     /// connection), and which to close in a flood.
     private var silent = SilentConnections(limit: Worker.silentLimit(workers: 1))
+    /// This worker's pinned tunnels still without their client's hello, oldest first.
+    private var helloWaiters = HelloWaiters()
     /// The mirror connections this worker's tunnels hold.
     private let mirrorBudget = MirrorBudget(limit: Worker.silentLimit(workers: 1))
     /// Silent connections closed since the last `silent_connections_reaped` line, and from where.
@@ -156,11 +158,29 @@ final class Worker: @unchecked Sendable {
         admitSilent(id, client: client)
     }
 
-    /// A kept plain-HTTP connection waits for its next request, or a pinned tunnel for its client's
-    /// ClientHello: silent again, holding `descriptors` (see `SilentConnections`).
-    func silentAgain(_ id: Int, client: SocketAddress, descriptors: Int = 1) {
+    /// A kept plain-HTTP connection waits for its next request: silent again (see `noteSilence`).
+    func silentAgain(_ id: Int, client: SocketAddress) {
         guard sessions[id] != nil else { return }
+        admitSilent(id, client: client)
+    }
+
+    /// A pinned tunnel waits for its client's ClientHello after the `200`: silent again, holding
+    /// `descriptors` (see `SilentConnections`), and the first to give up its room.
+    func awaitsHello(_ id: Int, client: SocketAddress, descriptors: Int) {
+        guard sessions[id] != nil else { return }
+        helloWaiters.arrived(id, client: SilentConnections.Client(client.ip))
         admitSilent(id, client: client, weight: descriptors)
+    }
+
+    /// Closes the oldest tunnel still without its client's hello (of `client`, when given): false
+    /// when there is none.
+    private func reclaimOldestHelloWaiter(of client: SilentConnections.Client? = nil) -> Bool {
+        guard let id = helloWaiters.oldest(of: client) else { return false }
+        helloWaiters.left(id)
+        silent.left(id)
+        guard let session = sessions[id] else { return true }
+        session.reap()
+        return true
     }
 
     /// Puts a connection in the book of silent ones, closing the idlest if there are too many.
@@ -174,7 +194,7 @@ final class Worker: @unchecked Sendable {
         reapedSinceLine += victims.count
         if let suppressed = reapLog.note(at: ContinuousClock.now) {
             logger.emit(LogRecord(.warning, "silent_connections_reaped", [
-                ("reaped", .int(reapedSinceLine)), ("silent", .int(silent.count)), ("limit", .int(silent.limit)),
+                ("reaped", .int(reapedSinceLine)), ("silent", .int(silent.weight)), ("limit", .int(silent.limit)),
                 ("client", .string(busiest.description)), ("worker", .int(index)), ("suppressed", .int(suppressed)),
                 ("detail", .string("more connections than the limit have sent no request; the oldest were closed to keep descriptors for clients that speak")),
             ]))
@@ -194,7 +214,10 @@ final class Worker: @unchecked Sendable {
 
     /// The session sent its (first, or next) request head: it no longer counts as silent.
     func spoke(_ session: Session) { spoke(session.id) }
-    func spoke(_ id: Int) { silent.left(id) }
+    func spoke(_ id: Int) {
+        silent.left(id)
+        helloWaiters.left(id)
+    }
 
     /// A reload: the new snapshot for the CONNECTs to come, and every open tunnel judged again
     /// under it. Returns how many were checked and how many it closed.
@@ -229,16 +252,16 @@ final class Worker: @unchecked Sendable {
 
     // MARK: for sessions
 
-    /// Takes a `max_tunnels` slot from the budget every worker shares. When none is left, this
-    /// worker's oldest tunnel whose client has sent no ClientHello since its `200` gives up its
-    /// slot: a flood of CONNECTs that never speak must not take the slots of clients that do.
-    func takeTunnelSlot() -> Bool {
-        let limit = snapshot.policy.proxy.maxTunnels
-        if shared.budget.take(limit: limit) { return true }
-        guard let idle = silent.oldest(where: { sessions[$0]?.awaitsClientHello == true }) else { return false }
-        silent.left(idle)
-        sessions[idle]?.reap()
-        return shared.budget.take(limit: limit)
+    /// Takes a `max_tunnels` slot from the budget every worker shares.
+    func takeTunnelSlot() -> Bool { shared.budget.take(limit: snapshot.policy.proxy.maxTunnels) }
+
+    /// No slot was left for a CONNECT the policy admits: this worker's oldest tunnel whose client
+    /// has sent no ClientHello since its `200` gives up its slot, so that a flood of CONNECTs that
+    /// never speak does not take the slots of clients that do. (Only this worker's: the others'
+    /// are on their own threads.)
+    func reclaimTunnelSlot() -> Bool {
+        guard reclaimOldestHelloWaiter() else { return false }
+        return takeTunnelSlot()
     }
     /// Room for `count` mirror connections of `client`: this worker's oldest tunnels still without
     /// their client's hello (of that client, when it is the one over its share) are closed for it
@@ -248,13 +271,7 @@ final class Worker: @unchecked Sendable {
         let key = SilentConnections.Client(client.ip)
         for _ in 0..<64 {  // bounded: each round closes one tunnel
             guard let short = mirrorBudget.shortfall(count, for: key) else { return nil }
-            let ownOnly = short != .all
-            guard let idle = silent.oldest(where: { id in
-                guard let session = sessions[id], session.awaitsClientHello else { return false }
-                return !ownOnly || SilentConnections.Client(session.client.ip) == key
-            }) else { break }
-            silent.left(idle)
-            sessions[idle]?.reap()
+            guard reclaimOldestHelloWaiter(of: short == .all ? nil : key) else { break }
         }
         switch mirrorBudget.shortfall(count, for: key) {
         case nil:
@@ -276,6 +293,7 @@ final class Worker: @unchecked Sendable {
     func remove(_ session: Session) {
         guard sessions.removeValue(forKey: session.id) != nil else { return }
         silent.left(session.id)
+        helloWaiters.left(session.id)
         tally.withLock { $0.sessions = sessions.count }
         freedSinceTrim += 1
         if stopping && sessions.isEmpty { loop.stop() }

@@ -121,7 +121,12 @@ final class Session {
             // The slot is taken before the machine decides (workers share max_tunnels: a check
             // now and a take later could let two workers both take the last one); the machine's
             // answer keeps it or gives it back (syncTunnelSlot).
-            let slot = !worker.stopping && worker.takeTunnelSlot()
+            var slot = !worker.stopping && worker.takeTunnelSlot()
+            // At max_tunnels, a CONNECT the policy admits takes the slot of a tunnel still without
+            // its hello; one it refuses needs none (and closes nobody's tunnel).
+            if !slot, !worker.stopping, AdmissionGate.admit(request.authority, client: client.ip, policy: snapshot.policy, kind: .connect).refusal == nil {
+                slot = worker.reclaimTunnelSlot()
+            }
             tunnelSlotTaken = slot
             perform(machine.requestParsed(request.authority, snapshot: snapshot, stopping: worker.stopping, tunnelAvailable: slot))
             syncTunnelSlot()
@@ -176,8 +181,8 @@ final class Session {
     /// one-byte connections would keep every descriptor for its answers' linger.
     func reap() {
         if case .lingering = machine.state { return release() }
-        // A tunnel whose client has sent no hello since its 200 logged its decision: it says how it ended.
-        if awaitsClientHello { return finish(.reclaimed) }
+        // A tunnel logged its decision: it says how it ended.
+        if case .relaying = machine.state { return finish(.reclaimed) }
         finish(.reaped)
     }
 
@@ -254,7 +259,7 @@ final class Session {
             for index in 0...mirrorCount {
                 guard index == tunnelAt else {
                     let mirror = MirrorConnection(loop: worker.loop, addresses: dialled, perAddress: perAddress, total: deadline, through: hop)
-                    mirror.ticket = worker.mirrorTicket(for: client)
+                    if mirror.ended == nil { mirror.ticket = worker.mirrorTicket(for: client) }  // not one that failed at once
                     mirrors.append(mirror)
                     continue
                 }
@@ -396,7 +401,7 @@ final class Session {
         relay.start()
         // Until its client's hello, the tunnel is silent again, holding the client's descriptor, the
         // upstream's and its mirrors'.
-        if relay.check?.awaitsClientHello == true { worker.silentAgain(id, client: client, descriptors: 2 + mirrorCount) }
+        if relay.check?.awaitsClientHello == true { worker.awaitsHello(id, client: client, descriptors: 2 + mirrorCount) }
         // Keys for this tunnel's mirrors, made while its client builds the hello they will mirror.
         if let mirrors = context.mirrors { EphemeralKeyStock.shared.fill(adding: mirrors.connections.count) }
         // A reload while this CONNECT resolved, probed or connected: judged again now, as every

@@ -1,8 +1,9 @@
 import PinPolicy
 
 /// The mirror connections one worker's pinned tunnels hold, by client and in all. Each costs a
-/// descriptor and the server a handshake, for up to `probe_timeout` after the client's hello; a
-/// client that makes CONNECTs faster than the server answers them must not take everyone's.
+/// descriptor and the server a handshake, from the CONNECT through the connect, the wait for the
+/// client's hello (`client_hello_timeout`) and the server's answer (`probe_timeout`); a client that
+/// makes CONNECTs faster than the servers answer them must not take everyone's.
 /// A quarter of the descriptor limit, shared out over the workers (the same share as silent
 /// connections), and one client — as `SilentConnections` counts clients — at most half of it.
 ///

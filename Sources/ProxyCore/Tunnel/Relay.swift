@@ -100,7 +100,19 @@ final class Relay {
         guard let sides else { return .idle }
         var byte: UInt8 = 0
         if recv(sides.client.bev.fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) > 0 { return .arriving }
-        return evbuffer_get_length(sides.client.bev.input) > 0 ? .trickling : .idle
+        // Part of a hello held is no reason to spare a tunnel: a flood would send each of its
+        // tunnels one byte to be shed after real clients' tunnels in their moment before the hello.
+        return .idle
+    }
+
+    /// The check refused on `side`'s bytes. A server that answers a client already gone (its close
+    /// passed on) with an alert or a cut flight is the client's doing: said as such, not as an attack.
+    private func refused(_ refusal: StreamRefusal) {
+        if book.client.sentEOF, refusal.reason == .malformedTLS || refusal.reason == .notTLS, let stage = check?.heldStage {
+            return end(.clientLeft(stage))
+        }
+        if refusal.alertClient { alertClient() }
+        end(.refused(refusal))
     }
 
     /// Makes the coming close a reset on both sockets: whatever is still queued towards either peer,
@@ -194,8 +206,7 @@ final class Relay {
             case .done:
                 self[from].inspected = false
             case .refuse(let refusal):
-                if refusal.alertClient { alertClient() }
-                return end(.refused(refusal))
+                return refused(refusal)
             }
         }
         self[from].shown = 0
@@ -255,8 +266,7 @@ final class Relay {
             }
             goFastIfReady()
         case .refuse(let refusal):
-            if refusal.alertClient { alertClient() }
-            end(.refused(refusal))
+            refused(refusal)
         }
     }
 

@@ -67,6 +67,7 @@ extension StreamCheck {
                 pinning = .pinned(rule: rule, probe: nil)
             } else {
                 pinning = .unpinned
+                closeMirrors()  // nothing left for them to check
             }
         }
 

@@ -29,14 +29,17 @@ extension StreamCheck {
         case mirror
     }
 
-    /// A pinned tunnel whose client has not completed its ClientHello yet.
+    /// A tunnel opened pinned whose client has not completed its ClientHello yet (a reload that
+    /// unpins the host since changes nothing: it entered the worker's books as such).
     var awaitsClientHello: Bool {
-        guard context.isPinned, case .awaitingClientHello = phase else { return false }
+        guard openedPinned, case .awaitingClientHello = phase else { return false }
         return true
     }
 
-    /// What the check holds the tunnel for now; nil when it holds nothing back.
+    /// What the check holds the tunnel for now; nil when it holds nothing back (an unpinned
+    /// tunnel's first bytes are held too, until its ClientHello's SNI is read).
     var heldStage: HeldStage? {
+        if case .awaitingClientHello = phase { return .clientHello }
         guard context.isPinned else { return nil }
         switch phase {
         case .awaitingClientHello: return .clientHello
@@ -57,19 +60,27 @@ extension StreamCheck {
         }
     }
 
-    /// `probe_timeout` passed since the client's hello. A tunnel whose mirror was answered is left to
-    /// the mirror's own watch (`tunnelLate`, a silent look): that is `mirror_lost`, not a server that
-    /// answers no one.
+    /// `probe_timeout` passed since the client's hello and the tunnel has no ServerHello yet. Whatever
+    /// its mirrors heard: a server that sends a look one byte and stalls, or a client that never
+    /// sends its second hello after a HelloRetryRequest, holds the tunnel as surely as silence. A
+    /// mirror that passed while the tunnel stayed silent is `mirror_lost` (a look-alike connection
+    /// was answered and this one not), as its own deadline says.
     private func firstFlightLate(_ milliseconds: Int) {
         let detail: String
         switch phase {
-        case .awaitingServerHello(_, let checks):
-            guard !checks.mirrors.contains(where: \.heard) else { return }
+        case .awaitingServerHello(let hello, let checks):
+            if checks.mirrors.contains(where: { if case .shown = $0.progress { return true } else { return false } }) {
+                return refuseSilentTunnel("the server answered the mirror but not the tunnel within \(milliseconds) ms", hello, checks)
+            }
             let mirrors = checks.mirrors.count
             let looks = mirrors == 0 ? "" : mirrors == 1 ? " nor on pinproxy's mirror check" : " nor on any of pinproxy's \(mirrors) mirror checks"
-            detail = madeReading?.tunnelAnswered == true
-                ? "the server's ServerHello in the tunnel was not complete within probe_timeout (\(milliseconds) ms) of the client's hello"
-                : "the server sent no byte in the tunnel\(looks) within probe_timeout (\(milliseconds) ms) of the client's hello"
+            if madeReading?.helloRetried == true {
+                detail = "the handshake did not reach the server's ServerHello within probe_timeout (\(milliseconds) ms) of the client's hello: after the server's HelloRetryRequest, the client's second ClientHello or the server's answer to it did not come"
+            } else if madeReading?.tunnelAnswered == true {
+                detail = "the server's ServerHello in the tunnel was not complete within probe_timeout (\(milliseconds) ms) of the client's hello"
+            } else {
+                detail = "the server sent no byte in the tunnel\(looks) within probe_timeout (\(milliseconds) ms) of the client's hello"
+            }
         case .tls12Certificate, .tls12Chain:
             detail = "the server's first flight in the tunnel did not reach its Certificate within probe_timeout (\(milliseconds) ms) of the client's hello"
         case .awaitingClientHello, .tls12Judged, .resumption, .tls13Held, .watchingApplicationData, .done:

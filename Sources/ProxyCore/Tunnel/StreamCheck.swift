@@ -97,6 +97,8 @@ final class StreamCheck {
         /// From the client's hello until the server's first flight is where the check can speak
         /// (`StreamCheck+Deadlines`).
         var firstFlightDeadline: Timer?
+        /// The server sent a HelloRetryRequest: the client's second hello is due.
+        var helloRetried = false
     }
 
     private(set) var madeReading: Reading?
@@ -107,8 +109,12 @@ final class StreamCheck {
         return made
     }
 
+    /// The tunnel was pinned when it opened (a reload may unpin it since).
+    let openedPinned: Bool
+
     init(_ context: Context, ledger: ResumptionLedger) {
         self.context = context
+        openedPinned = context.isPinned
         self.ledger = ledger
         summary = StreamSummary(verifiedBy: context.isPinned ? .probeOnly : .unpinned)
     }
@@ -177,12 +183,12 @@ final class StreamCheck {
             let answer = refuse(.sniMismatch, problem.detail, overlookableBy: problem.overlookableBy)
             if case .refuse = answer { return answer }
         }
+        notify?(.clientHello)
         guard context.isPinned else {
             context.closeMirrors()
             phase = .done
             return .done
         }
-        notify?(.clientHello)
         // A replayed hello costs nothing to send and a handshake per look to answer: no mirror for it.
         if let seen = context.seenHellos, !seen.note(hello.random) {
             context.closeMirrors()
@@ -353,6 +359,7 @@ final class StreamCheck {
             // The server cannot have the client's second hello yet: nothing follows.
             guard isLast else { return refuse(.malformedTLS, "the server went on past its HelloRetryRequest before the client's second hello", now) }
             do { try checks.keyLog?.retried(hello) } catch { return refuse(.malformedTLS, "\(error)", now) }
+            reading.helloRetried = true
             return .release  // the real ServerHello follows the client's second hello
         }
         let hellos = Hellos(client: client, server: hello)

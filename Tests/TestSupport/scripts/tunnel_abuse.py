@@ -22,6 +22,11 @@
         One ClientHello made once, sent in one tunnel after another for SECONDS, each read until the
         proxy or the server ends it (2 s at most). Prints `REPLAYS <tunnels>` (a benchmark's load).
 
+    tunnel_abuse.py silent-after-hello PROXY TARGET SNI SECONDS
+        Sends one ClientHello in a tunnel, then nothing more (not the second hello a
+        HelloRetryRequest asks for), reading what comes for at most SECONDS. Prints
+        `READ <bytes> <end>`.
+
     tunnel_abuse.py hangup PROXY TARGET SNI after-hello|mid-hello
         A tunnel whose client leaves: after sending its whole ClientHello (a shutdown of its write
         half, then it reads what comes until the close), or halfway through it (a close). Prints
@@ -173,6 +178,16 @@ def replayflood(proxy, target, sni, seconds):
     print("REPLAYS %d" % made, flush=True)
 
 
+def silent_after_hello(proxy, target, sni, seconds):
+    hello = hello_for(sni)
+    s, status = connect(proxy, target)
+    assert status == 200, status
+    s.sendall(hello)
+    got, end = read_until_end(s, seconds)
+    s.close()
+    print("READ %d %s" % (got, end), flush=True)
+
+
 def hangup(proxy, target, sni, mode):
     hello = hello_for(sni)
     s, status = connect(proxy, target)
@@ -199,6 +214,8 @@ elif command == "replay":
     replay(int(sys.argv[2]), sys.argv[3], sys.argv[4])
 elif command == "replayflood":
     replayflood(int(sys.argv[2]), sys.argv[3], sys.argv[4], float(sys.argv[5]))
+elif command == "silent-after-hello":
+    silent_after_hello(int(sys.argv[2]), sys.argv[3], sys.argv[4], float(sys.argv[5]))
 elif command == "hangup":
     hangup(int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5])
 else:
