@@ -23,7 +23,7 @@ public enum CTListWarning: Hashable, Sendable, CustomStringConvertible {
             return "the list is \(CTLogList.days(age)) days old, older than ct_list_max_age (\(CTLogList.days(maxAge)) days): "
                 + "logs may have been retired or distrusted since; fetch the current one (pinproxy ct-list FILE --install)"
         case .fewOperators(let names):
-            let which = names.isEmpty ? "no operator has" : "only '\(names[0])' has"
+            let which = names.isEmpty ? "no operator has" : "only '\(Printable.oneLine(names[0]))' has"
             return "\(which) a usable or qualified log; Chrome's policy needs SCTs from 2 operators, so no certificate can comply with this list"
         }
     }

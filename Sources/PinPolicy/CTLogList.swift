@@ -7,7 +7,9 @@ import Foundation
 /// timestamp is a `CTLogListError` naming the JSON path (`operators[2].logs[0].state`).
 ///
 /// Stricter than the schema where pinproxy must judge with the list: `log_list_timestamp` is required
-/// (the list's age is a policy input) and so is each log's `state` (a log in no state cannot count).
+/// (the list's age is a policy input) and may not be in the future; each log's `state` is required (a
+/// log in no state cannot count), and its `key` must parse (a log whose key does not could never
+/// verify an SCT, and would silently count for nothing).
 public struct CTLogList: Hashable, Sendable {
     public let version: String?
     /// `log_list_timestamp`: when Google published this list; its age is judged by `freshness(at:maxAge:)`.
@@ -18,8 +20,18 @@ public struct CTLogList: Hashable, Sendable {
     /// The log that signed an SCT with this log id, if the list knows it.
     public func log(_ id: CTLogID) -> CTLog? { logsByID[id] }
 
-    /// Loads the JSON text of a list; the first problem found is thrown.
-    public static func parse(_ json: [UInt8]) throws(CTLogListError) -> CTLogList {
+    /// Whether a log's `key` (DER SubjectPublicKeyInfo) is a key SCTs can be verified with. Parsing
+    /// one takes OpenSSL, which this module does not link: `TLSInspection`'s `CTLogList.load` passes it.
+    public typealias KeyCheck = (_ spki: [UInt8]) -> Bool
+
+    /// How far ahead of this machine's clock a list's `log_list_timestamp` may be: a clock a little
+    /// behind the publisher's is no reason to refuse a list, but one stamped further ahead would
+    /// stay "0 days old" until that date, never go stale, and make `ct-list --install` refuse every
+    /// list published before it.
+    public static let futureSkew: TimeInterval = 86400
+
+    /// Loads the JSON text of a list as of `now`; the first problem found is thrown.
+    public static func parse(_ json: [UInt8], at now: Date, keyCheck: KeyCheck) throws(CTLogListError) -> CTLogList {
         let raw: RawList
         do {
             raw = try JSONDecoder().decode(RawList.self, from: Data(json))
@@ -31,7 +43,7 @@ public struct CTLogList: Hashable, Sendable {
         } catch {
             throw CTLogListError(path: "", problem: "not JSON: \(error)")
         }
-        return try CTLogList(raw)
+        return try CTLogList(raw, at: now, keyCheck: keyCheck)
     }
 
     /// JSONDecoder says only "not valid JSON"; JSONSerialization says where ("Invalid value around character 22.").
@@ -45,7 +57,12 @@ public struct CTLogList: Hashable, Sendable {
         }
     }
 
-    private init(_ raw: RawList) throws(CTLogListError) {
+    private init(_ raw: RawList, at now: Date, keyCheck: KeyCheck) throws(CTLogListError) {
+        guard raw.timestamp.date.timeIntervalSince(now) <= Self.futureSkew else {
+            throw CTLogListError(path: "log_list_timestamp",
+                                 problem: "\(RFC3339.format(raw.timestamp.date)) is more than \(Self.days(Self.futureSkew)) day after this machine's clock (\(RFC3339.format(now))); "
+                                     + "a list is stamped when it is published, so the list or the clock is wrong")
+        }
         var byID: [CTLogID: (log: CTLog, path: String)] = [:]
         var operatorAt: [String: Int] = [:]
         var operators: [CTLogOperator] = []
@@ -59,6 +76,9 @@ public struct CTLogList: Hashable, Sendable {
             let all = rawOperator.logs.enumerated().map { ("operators[\(o)].logs[\($0.offset)]", $0.element.fields) }
                 + (rawOperator.tiledLogs ?? []).enumerated().map { ("operators[\(o)].tiled_logs[\($0.offset)]", $0.element.fields) }
             for (path, rawLog) in all {
+                guard keyCheck(rawLog.key) else {
+                    throw CTLogListError(path: path + ".key", problem: "is not the DER SubjectPublicKeyInfo of an RSA or EC key, so no SCT of this log could be verified")
+                }
                 guard SHA256.hash(rawLog.key) == rawLog.logID.bytes else {
                     throw CTLogListError(path: path + ".log_id", problem: "is not the SHA-256 of the log's key")
                 }
@@ -84,8 +104,9 @@ public struct CTLogList: Hashable, Sendable {
     /// what to enforce) past the same age unless `ct_list_max_age` says otherwise.
     public static let defaultMaxAge: TimeInterval = 70 * 86400
 
-    /// How old the list is at `now`, against `maxAge`. A list stamped in the future (a clock behind the
-    /// publisher's) counts as fresh with age 0 rather than as an error: its age cannot be too great.
+    /// How old the list is at `now`, against `maxAge`. A list stamped in the future by up to
+    /// `futureSkew` (a clock behind the publisher's) counts as fresh with age 0; one further ahead
+    /// does not load.
     public func freshness(at now: Date, maxAge: TimeInterval = CTLogList.defaultMaxAge) -> CTListFreshness {
         let age = max(0, now.timeIntervalSince(timestamp))
         return age > maxAge ? .stale(age: age) : .fresh(age: age)
@@ -197,9 +218,10 @@ public struct CTLogListError: Error, Hashable, Sendable, CustomStringConvertible
     public let path: String
     public let problem: String
 
+    /// `problem` may quote the list (an operator's name, a bad value): it is escaped to one printable line.
     public init(path: String, problem: String) {
         self.path = path
-        self.problem = problem
+        self.problem = Printable.oneLine(problem)
     }
 
     public var description: String { path.isEmpty ? problem : "\(path): \(problem)" }

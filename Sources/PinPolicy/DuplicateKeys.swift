@@ -33,7 +33,7 @@ struct DuplicateKeys {
                 guard errors.count < Self.maxReported, let name = names.first,
                       let duplicate = Self.locate(after: context.mark, in: lines) else { throw YamlError.duplicatedKeysInMapping(duplicates: names, context: context) }
                 errors.append(PolicyError(file: file, line: duplicate.line, column: duplicate.column,
-                                          message: PolicyReader.oneLine("duplicate key '\(name)': each key may appear once in a mapping (first at line \(context.mark.line))")))
+                                          message: Printable.oneLine("duplicate key '\(name)': each key may appear once in a mapping (first at line \(context.mark.line))")))
                 rename(duplicate, to: Self.placeholder(errors.count))
             }
         }

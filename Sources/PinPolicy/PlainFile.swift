@@ -4,7 +4,15 @@ import Glibc
 import Darwin
 #endif
 
-/// Reads a whole file with open/fstat/read/close, bounded in size.
+/// Reads a whole regular file with open/fstat/read/close, bounded in size: every file a start, a
+/// reload or `pinproxy check` reads comes through here.
+///
+/// Only a regular file is read. The proxy reads its files on its one event loop, where a FIFO would
+/// block `open()` until some writer came: no CONNECT, no `/metrics`, no SIGTERM meanwhile. So the
+/// file is opened with `O_NONBLOCK` (a FIFO's open returns at once; `O_NOCTTY` keeps a terminal
+/// from becoming ours), and anything `fstat` does not call regular is refused before a read. A
+/// pipe (`--config <(…)`) is refused too, by the same rule. A regular file on a file system that
+/// stops answering (a dead NFS server) still blocks the read; that is outside what this guards.
 ///
 /// We do not use Foundation's `String(contentsOfFile:)` here: on Linux it leaked about 4 KiB each
 /// time it read an empty file, and every SIGHUP reads the policy file
@@ -15,6 +23,8 @@ public enum PlainFile {
         public enum Problem: Hashable, Sendable {
             case system(errno: Int32)
             case tooLarge(limit: Int)
+            /// What the path names instead of a regular file: `a FIFO`, `a directory` …
+            case notRegular(kind: String)
         }
 
         public let path: String
@@ -28,6 +38,7 @@ public enum PlainFile {
             switch problem {
             case .system(let code): return "\(String(cString: strerror(code))) (errno \(code))"
             case .tooLarge(let limit): return "it is larger than \(limit >> 20) MiB, the most this file may be"
+            case .notRegular(let kind): return "it is \(kind), not a regular file"
             }
         }
     }
@@ -40,15 +51,22 @@ public enum PlainFile {
             return ReadError(path: path, problem: .system(errno: code))
         }
         var fd: Int32
-        repeat { fd = open(path, O_RDONLY | O_CLOEXEC) } while fd < 0 && errno == EINTR
-        guard fd >= 0 else { throw ReadError(path: path, problem: .system(errno: errno)) }
+        repeat { fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC) } while fd < 0 && errno == EINTR
+        guard fd >= 0 else {
+            let code = errno
+            // A Unix socket cannot be opened at all (ENXIO); say what it is.
+            var info = stat()
+            if code == ENXIO, stat(path, &info) == 0, let kind = kind(info.st_mode) { throw ReadError(path: path, problem: .notRegular(kind: kind)) }
+            throw ReadError(path: path, problem: .system(errno: code))
+        }
         defer { close(fd) }  // not retried on EINTR: Linux has released the descriptor either way
 
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw failure(errno) }
-        // A regular file says its size up front; a pipe (`--config <(…)`) says 0, and we read until
-        // EOF, counting. A directory fails in read() with EISDIR.
-        let announced = (info.st_mode & S_IFMT) == S_IFREG ? Int(info.st_size) : 0
+        if let kind = kind(info.st_mode) { throw ReadError(path: path, problem: .notRegular(kind: kind)) }
+        // A regular file says its size up front, except in /proc, which says 0: we read until EOF,
+        // counting, either way.
+        let announced = Int(info.st_size)
         guard announced <= limit else { throw ReadError(path: path, problem: .tooLarge(limit: limit)) }
 
         var bytes: [UInt8] = []
@@ -63,6 +81,19 @@ public enum PlainFile {
             if n == 0 { return bytes }
             bytes += chunk[0..<n]
             guard bytes.count <= limit else { throw ReadError(path: path, problem: .tooLarge(limit: limit)) }
+        }
+    }
+
+    /// nil for a regular file; else what the mode says the file is, in words.
+    private static func kind(_ mode: mode_t) -> String? {
+        switch mode & S_IFMT {
+        case S_IFREG: return nil
+        case S_IFIFO: return "a FIFO"
+        case S_IFDIR: return "a directory"
+        case S_IFCHR: return "a character device"
+        case S_IFBLK: return "a block device"
+        case S_IFSOCK: return "a socket"
+        default: return "a file of type 0o\(String(mode & S_IFMT, radix: 8))"
         }
     }
 }

@@ -20,33 +20,12 @@ final class PolicyReader {
 
     func fail(_ node: Node?, _ message: String) {
         let mark = node?.mark
-        errors.append(PolicyError(file: file, line: mark?.line ?? 0, column: mark?.column ?? 0, message: Self.oneLine(message)))
-    }
-
-    /// Messages quote the file's text; `pinproxy check` prints one error per line, so a quoted key
-    /// or value must not break the line or move the terminal's cursor (fuzzing found keys with
-    /// newlines and tabs printed raw). Control characters, line separators and bidirectional
-    /// overrides are written as `\u{…}` escapes (`\n`, `\t`, `\r` by name).
-    static func oneLine(_ message: String) -> String {
-        var out = ""
-        for scalar in message.unicodeScalars {
-            switch scalar {
-            case "\n": out += "\\n"
-            case "\t": out += "\\t"
-            case "\r": out += "\\r"
-            case _ where scalar.properties.generalCategory == .control || scalar.properties.generalCategory == .lineSeparator
-                || scalar.properties.generalCategory == .paragraphSeparator || (0x202a...0x202e).contains(scalar.value)
-                || (0x2066...0x2069).contains(scalar.value):
-                out += "\\u{\(String(scalar.value, radix: 16))}"
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
+        errors.append(PolicyError(file: file, line: mark?.line ?? 0, column: mark?.column ?? 0, message: Printable.oneLine(message)))
     }
 
     func yamlError(_ error: any Error) -> PolicyError {
         let raw = rawYamlError(error)
-        return PolicyError(file: raw.file, line: raw.line, column: raw.column, message: Self.oneLine(raw.message))
+        return PolicyError(file: raw.file, line: raw.line, column: raw.column, message: Printable.oneLine(raw.message))
     }
 
     private func rawYamlError(_ error: any Error) -> PolicyError {

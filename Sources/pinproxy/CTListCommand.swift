@@ -9,7 +9,8 @@ struct CTListCommand: ParsableCommand {
         abstract: "Check a Certificate Transparency log list, and install it where the policy reads it.",
         discussion: """
             Loads FILE as strictly as the proxy does (Google's v3 log_list.json; an error names the JSON \
-            path) and prints its age, each operator with its logs, and a summary. A list older than \
+            path; every log key must parse, and the list may be stamped at most 1 day in the future) and \
+            prints its age, each operator with its logs, and a summary, control characters escaped. A list older than \
             proxy.ct_list_max_age (70 days unless --config says otherwise), or with fewer than 2 operators \
             having a usable or qualified log, is a warning: printed, exit 0. With --key the detached \
             signature (--signature, default FILE with its extension replaced by .sig) must verify. \
@@ -53,22 +54,22 @@ struct CTListCommand: ParsableCommand {
                 throw ExitCode(1)
             }
         }
+        let now = Date()
         let list: CTLogList
         do {
-            list = try CTLogList.parse(bytes)
+            list = try CTLogList.load(bytes, at: now)
         } catch {
             Output.err("\(file): error: \(error)")
             throw ExitCode(1)
         }
         let maxAge = policy?.proxy.ct.maxAge ?? CTLogList.defaultMaxAge
-        let now = Date()
         for line in Self.report(list, file: file, maxAge: maxAge, at: now) { Output.out(line) }
         for keyPath in keys { Output.out("signature \(signaturePath) verifies with \(keyPath)") }
         for warning in list.warnings(at: now, maxAge: maxAge) {
             Output.out("\(file): warning[\(warning.code)]: \(warning)")
         }
         if install, let policy {
-            try installList(bytes, list, signature: signatureBytes, policy: policy)
+            try installList(bytes, list, signature: signatureBytes, policy: policy, at: now)
         }
     }
 
@@ -86,14 +87,15 @@ struct CTListCommand: ParsableCommand {
     /// Copies the list (and its signature) over `proxy.ct_log_list`, unless the list installed there
     /// is newer. Both files are staged before either replaces anything; the signature goes first, so
     /// that once the new list is in place its signature is too.
-    private func installList(_ bytes: [UInt8], _ list: CTLogList, signature: [UInt8]?, policy: Policy) throws {
+    private func installList(_ bytes: [UInt8], _ list: CTLogList, signature: [UInt8]?, policy: Policy, at now: Date) throws {
         guard let target = policy.proxy.ct.logList else {
             Output.err("\(policy.source): error: proxy.ct_log_list is not set; --install copies the list where it points (e.g. /var/lib/pinproxy/ct/log_list.json)")
             throw ExitCode(1)
         }
         // A list older than the one in place is refused: replaying an old signed list would bring
-        // back a log distrusted since. One that does not load is replaced.
-        if let installed = try? CTLogList.parse(PlainFile.contents(of: target, limit: Self.sizeLimit)), list.timestamp < installed.timestamp {
+        // back a log distrusted since. One that does not load (one stamped in the future among them)
+        // is replaced.
+        if let installed = try? CTLogList.load(PlainFile.contents(of: target, limit: Self.sizeLimit), at: now), list.timestamp < installed.timestamp {
             Output.err("\(file): error: published \(RFC3339.format(list.timestamp)), before the list installed in \(target) (\(RFC3339.format(installed.timestamp))); "
                 + "an older list could bring back a log distrusted since. To go back on purpose, remove \(target) first")
             throw ExitCode(1)
@@ -126,7 +128,9 @@ struct CTListCommand: ParsableCommand {
     /// proxy reads.
     static let sizeLimit = 8 << 20
 
-    /// The list as `ct-list` prints it: a heading, one block per operator, a summary line.
+    /// The list as `ct-list` prints it: a heading, one block per operator, a summary line; what the
+    /// list says (its descriptions, operator names) escaped so that it cannot break a line or move
+    /// the terminal's cursor.
     static func report(_ list: CTLogList, file: String, maxAge: TimeInterval, at now: Date) -> [String] {
         let age: TimeInterval
         switch list.freshness(at: now, maxAge: maxAge) {
@@ -152,6 +156,6 @@ struct CTListCommand: ParsableCommand {
         lines.append("\(list.operators.count) operator\(list.operators.count == 1 ? "" : "s"), \(logs.count) log\(logs.count == 1 ? "" : "s")"
             + (byState.isEmpty ? "" : " (\(byState.joined(separator: ", ")))")
             + "; \(list.operatorsInService.count) operator\(list.operatorsInService.count == 1 ? "" : "s") with a usable or qualified log")
-        return lines
+        return lines.map(Printable.oneLine)
     }
 }

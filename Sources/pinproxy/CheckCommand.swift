@@ -83,7 +83,7 @@ struct CheckCommand: ParsableCommand {
             throw ExitCode(1)
         }
         // It loaded just now; read again for the lint (PolicySnapshot keeps its list to itself).
-        return try? CTLogList.parse(PlainFile.contents(of: path, limit: CTListCommand.sizeLimit))
+        return try? CTLogList.load(PlainFile.contents(of: path, limit: CTListCommand.sizeLimit), at: Date())
     }
 
     /// `ct: require (defaults)` or `ct: off (rule at line N)`, and the log list, for a target whose

@@ -42,7 +42,7 @@ func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, ar
         #expect(r.stderr == "/nonexistent/pinproxy.yaml: error: cannot read /nonexistent/pinproxy.yaml: No such file or directory (errno 2)\n/nonexistent/pinproxy.yaml: 1 error; the policy was not loaded\n")
         let directory = try temporaryDirectory()
         let notAFile = try pinproxy("check", "--config", directory)
-        #expect(notAFile.stderr == "\(directory): error: cannot read \(directory): Is a directory (errno 21)\n\(directory): 1 error; the policy was not loaded\n")
+        #expect(notAFile.stderr == "\(directory): error: cannot read \(directory): it is a directory, not a regular file\n\(directory): 1 error; the policy was not loaded\n")
         let pin = try pinproxy("pin", "127.0.0.1:1", "--config", "/nonexistent/pinproxy.yaml")
         #expect(pin.status == 1)
         #expect(pin.stderr == "/nonexistent/pinproxy.yaml: error: cannot read /nonexistent/pinproxy.yaml: No such file or directory (errno 2)\n")

@@ -86,24 +86,15 @@ struct FixtureError: Error, CustomStringConvertible {
         defer { fixture.remove() }
         // b1's log id replaced by a1's: the id is no longer the SHA-256 of b1's key.
         let wrongID = try fixture.edited("wrong-id.json") { json in
-            var operators = json["operators"] as! [[String: Any]]
-            var logs = operators[1]["logs"] as! [[String: Any]]
-            logs[0]["log_id"] = (operators[0]["logs"] as! [[String: Any]])[0]["log_id"]
-            operators[1]["logs"] = logs
-            json["operators"] = operators
+            let a1 = ((json["operators"] as! [[String: Any]])[0]["logs"] as! [[String: Any]])[0]["log_id"]
+            json.editLog(operator: 1, log: 0) { $0["log_id"] = a1 }
         }
         let r = try pinproxy("ct-list", wrongID)
         #expect(r.status == 1)
         #expect(r.stdout.isEmpty)
         #expect(r.stderr == "\(wrongID): error: operators[1].logs[0].log_id: is not the SHA-256 of the log's key\n")
 
-        let noState = try fixture.edited("no-state.json") { json in
-            var operators = json["operators"] as! [[String: Any]]
-            var logs = operators[0]["logs"] as! [[String: Any]]
-            logs[1]["state"] = [String: Any]()
-            operators[0]["logs"] = logs
-            json["operators"] = operators
-        }
+        let noState = try fixture.edited("no-state.json") { $0.editLog(operator: 0, log: 1) { $0["state"] = [String: Any]() } }
         let state = try pinproxy("ct-list", noState)
         #expect(state.status == 1)
         #expect(state.stderr == "\(noState): error: operators[0].logs[1].state: no state; exactly one of pending, qualified, usable, readonly, retired, rejected expected\n")
@@ -138,9 +129,7 @@ struct FixtureError: Error, CustomStringConvertible {
         defer { fixture.remove() }
         // Operator B keeps only its retired and pending logs.
         let oneOperator = try fixture.edited("one-operator.json") { json in
-            var operators = json["operators"] as! [[String: Any]]
-            operators[1]["logs"] = Array((operators[1]["logs"] as! [[String: Any]]).dropFirst())
-            json["operators"] = operators
+            json.editOperator(1) { $0["logs"] = Array(($0["logs"] as! [[String: Any]]).dropFirst()) }
         }
         let r = try pinproxy("ct-list", oneOperator)
         #expect(r.status == 0, "\(r.stderr)")
@@ -149,6 +138,71 @@ struct FixtureError: Error, CustomStringConvertible {
             \(oneOperator): warning[ct_list_few_operators]: only 'Test Operator A' has a usable or qualified log; Chrome's policy needs SCTs from 2 operators, so no certificate can comply with this list
 
             """), "\(r.stdout)")
+    }
+
+    /// What a list says is printed escaped: a description or operator name with ESC, CR/LF, NUL, a C1
+    /// control or a bidi override cannot clear the screen, forge a line or reorder the output.
+    @Test func controlCharactersFromTheListAreEscaped() throws {
+        let fixture = try CTListFixture()
+        defer { fixture.remove() }
+        // Operator A named and its first log described with control characters; operator B keeps
+        // only its retired and pending logs, so the warning names A too.
+        let hostile = try fixture.edited("hostile.json") { json in
+            json.editLog(operator: 0, log: 0) { $0["description"] = "a1\u{1b}]0;owned\u{7}\u{202e}gol" }
+            json.editOperator(0) { $0["name"] = "Evil\u{1b}[2J\r\nOK\u{0}\u{7f}\u{9b}" }
+            json.editOperator(1) { $0["logs"] = Array(($0["logs"] as! [[String: Any]]).dropFirst()) }
+        }
+        let r = try pinproxy("ct-list", hostile)
+        #expect(r.status == 0, "\(r.stderr)")
+        let lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        #expect(lines.count == 10, "\(r.stdout)")
+        #expect(lines[1] == #"operator 'Evil\u{1b}[2J\r\nOK\u{0}\u{7f}\u{9b}' <ct-a@pinproxy.test>: 2 logs"#, "\(r.stdout)")
+        #expect(lines[2].contains(#": a1\u{1b}]0;owned\u{7}\u{202e}gol, log_id "#), "\(lines[2])")
+        #expect(lines[8] == #"\#(hostile): warning[ct_list_few_operators]: only 'Evil\u{1b}[2J\r\nOK\u{0}\u{7f}\u{9b}' has a usable or qualified log; "#
+                    + "Chrome's policy needs SCTs from 2 operators, so no certificate can comply with this list", "\(r.stdout)")
+        // Nothing that moves the cursor reached stdout: every scalar printable, or the line's end.
+        #expect(r.stdout.unicodeScalars.allSatisfy { $0 == "\n" || ($0.value >= 0x20 && $0.value != 0x7f && !(0x80...0x9f).contains($0.value) && $0.value != 0x202e) })
+    }
+
+    /// A list stamped 9999-12-31 would be "0 days old" for ever and make `--install` refuse every
+    /// list after it: it is refused, and one already installed (by an older pinproxy) does not stop
+    /// the next install.
+    @Test func aListFromTheFutureIsRefusedAndDoesNotBlockTheNextInstall() throws {
+        let fixture = try CTListFixture()
+        defer { fixture.remove() }
+        let future = try fixture.edited("future.json") { $0["log_list_timestamp"] = "9999-12-31T00:00:00Z" }
+        let r = try pinproxy("ct-list", future)
+        #expect(r.status == 1)
+        #expect(r.stdout.isEmpty)
+        #expect(r.stderr.hasPrefix("\(future): error: log_list_timestamp: 9999-12-31T00:00:00Z is more than 1 day after this machine's clock ("), "\(r.stderr)")
+        #expect(r.stderr.hasSuffix("); a list is stamped when it is published, so the list or the clock is wrong\n"), "\(r.stderr)")
+
+        let installed = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: installed) }
+        let target = installed + "/log_list.json"
+        let config = try Self.policy(fixture, target: target)
+        let refused = try pinproxy("ct-list", future, "--install", "--config", config)
+        #expect(refused.status == 1, "\(refused)")
+        #expect(refused.stderr.hasPrefix("\(future): error: log_list_timestamp: 9999-12-31T00:00:00Z is more than 1 day after"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: target))
+
+        #expect(FileManager.default.createFile(atPath: target, contents: FileManager.default.contents(atPath: future)))
+        let next = try pinproxy("ct-list", fixture.list, "--install", "--config", config)
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(next.stdout.hasSuffix("installed \(target); reload pinproxy to use it (systemctl reload pinproxy)\n"), "\(next.stdout)")
+        #expect(FileManager.default.contents(atPath: target) == FileManager.default.contents(atPath: fixture.list))
+    }
+
+    /// A log key OpenSSL does not parse would make that log's SCTs silently count for nothing: the
+    /// list is refused, naming the key's JSON path.
+    @Test func aKeyThatDoesNotParseIsAnErrorNamingItsJSONPath() throws {
+        let fixture = try CTListFixture()
+        defer { fixture.remove() }
+        let badKey = try fixture.edited("bad-key.json") { $0.editLog(operator: 1, log: 2) { $0["key"] = "MAA=" } }  // DER: an empty SEQUENCE
+        let r = try pinproxy("ct-list", badKey)
+        #expect(r.status == 1)
+        #expect(r.stdout.isEmpty)
+        #expect(r.stderr == "\(badKey): error: operators[1].logs[2].key: is not the DER SubjectPublicKeyInfo of an RSA or EC key, so no SCT of this log could be verified\n")
     }
 
     @Test func aSignatureWithoutAKeyIsAUsageError() throws {
@@ -348,11 +402,7 @@ struct FixtureError: Error, CustomStringConvertible {
     @Test func checkRefusesAListTheProxyWouldRefuse() throws {
         let fixture = try CTListFixture()
         defer { fixture.remove() }
-        let broken = try fixture.edited("broken.json") { json in
-            var operators = json["operators"] as! [[String: Any]]
-            operators[0]["name"] = 7
-            json["operators"] = operators
-        }
+        let broken = try fixture.edited("broken.json") { $0.editOperator(0) { $0["name"] = 7 } }
         let config = try CTListCommandTests.policy(fixture, target: broken)
         let r = try pinproxy("check", "--config", config)
         #expect(r.status == 1)

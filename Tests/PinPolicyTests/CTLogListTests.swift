@@ -4,7 +4,7 @@ import Testing
 
 @Suite struct CTLogListTests {
     @Test func thePublishedListLoads() throws {
-        let list = try CTLogList.parse(Array(publishedLogListExcerpt.utf8))
+        let list = try CTFake.parse(publishedLogListExcerpt)
         #expect(list.version == "93.3")
         #expect(list.timestamp == RFC3339.parse("2026-10-03T13:35:24Z"))
         #expect(list.operators.map(\.name) == ["Google", "Cloudflare"])
@@ -118,8 +118,51 @@ import Testing
         }
     }
 
+    /// A list stamped more than a day ahead of the clock would never go stale and would make every
+    /// later `ct-list --install` refuse the lists published before its date: it does not load.
+    @Test func aListFromTheFutureDoesNotLoad() throws {
+        let now = RFC3339.parse("2026-11-29T04:00:00Z")!
+        func load(_ timestamp: String) throws(CTLogListError) -> CTLogList {
+            try CTLogList.parse(Array(CTFake.list([], timestamp: timestamp).utf8), at: now, keyCheck: { _ in true })
+        }
+        #expect(try load("2026-11-30T04:00:00Z").freshness(at: now) == .fresh(age: 0))  // a clock a day behind the publisher's
+        #expect(throws: CTLogListError(path: "log_list_timestamp", problem: "2026-11-30T04:00:01Z is more than 1 day after this machine's clock "
+                                                                             + "(2026-11-29T04:00:00Z); a list is stamped when it is published, so the list or the clock is wrong")) {
+            try load("2026-11-30T04:00:01Z")
+        }
+        #expect(throws: CTLogListError(path: "log_list_timestamp", problem: "9999-12-31T00:00:00Z is more than 1 day after this machine's clock "
+                                                                             + "(2026-11-29T04:00:00Z); a list is stamped when it is published, so the list or the clock is wrong")) {
+            try load("9999-12-31T00:00:00Z")
+        }
+    }
+
+    /// Every log's key goes through the key check (OpenSSL's, in the proxy): one it refuses is an
+    /// error at that key's JSON path, in `logs` or `tiled_logs`.
+    @Test func aKeyThatDoesNotParseIsAnErrorAtItsPath() throws {
+        let text = CTFake.list([CTFake.operator("A", logs: [CTFake.log(1)]), CTFake.operator("B", logs: [CTFake.log(2)], tiled: [CTFake.log(3, tiled: true)])])
+        let now = RFC3339.parse("2026-11-29T04:00:00Z")!
+        for (refused, path) in [(UInt8(2), "operators[1].logs[0].key"), (3, "operators[1].tiled_logs[0].key")] {
+            #expect(throws: CTLogListError(path: path, problem: "is not the DER SubjectPublicKeyInfo of an RSA or EC key, so no SCT of this log could be verified")) {
+                try CTLogList.parse(Array(text.utf8), at: now, keyCheck: { $0 != CTFake.key(refused) })
+            }
+        }
+        #expect(try CTLogList.parse(Array(text.utf8), at: now, keyCheck: { _ in true }).operators.flatMap(\.logs).count == 3)
+    }
+
+    /// What an error quotes from the list is escaped: it cannot move the cursor or break the line.
+    @Test func anErrorQuotingTheListIsOneLine() {
+        let text = CTFake.list([CTFake.operator("X", logs: [CTFake.log(1)]), CTFake.operator("X", logs: [CTFake.log(2)])])
+            .replacingOccurrences(of: #""name": "X""#, with: #""name": "A\u001b[2J\r\nB\u0000\u007f\u0085\u202e""#)
+        do {
+            _ = try CTFake.parse(text)
+            Issue.record("the list loaded")
+        } catch {
+            #expect(error.description == #"operators[1].name: operator 'A\u{1b}[2J\r\nB\u{0}\u{7f}\u{85}\u{202e}' is listed twice (also operators[0])"#)
+        }
+    }
+
     @Test func ageAgainstTheMaximum() throws {
-        let list = try CTLogList.parse(Array(publishedLogListExcerpt.utf8))  // 2026-10-03T13:35:24Z
+        let list = try CTFake.parse(publishedLogListExcerpt)  // 2026-10-03T13:35:24Z
         let published = RFC3339.parse("2026-10-03T13:35:24Z")!
         #expect(list.freshness(at: published.addingTimeInterval(70 * 86400)) == .fresh(age: 70 * 86400))
         #expect(list.freshness(at: published.addingTimeInterval(70 * 86400 + 1)) == .stale(age: 70 * 86400 + 1))

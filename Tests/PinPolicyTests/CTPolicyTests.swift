@@ -202,7 +202,7 @@ import Testing
     /// The published list's own logs: Argon2026h2 (Google) and Nimbus2026 (Cloudflare) for a certificate
     /// expiring in December 2026; Argon with Xenon is Google twice.
     @Test func thePublishedListsLogs() throws {
-        let published = try CTLogList.parse(Array(publishedLogListExcerpt.utf8))
+        let published = try CTFake.parse(publishedLogListExcerpt)
         let id = { (b64: String) in CTLogID(Base64.decode(b64)!)! }
         let argon = id("1219ENGn9XfCx+lf1wC/+YLJM1pl4dCzAXMXwMjFaXc="), xenon = id("2AlVO5RPev/IFhlvlE+Fq7D4/F6HVSYPFdEucrtFSxQ=")
         let nimbus = id("yzj3FYl8hKFEX1vB3fvJbvKaWc1HCmkFhbDLFMMUWOc=")

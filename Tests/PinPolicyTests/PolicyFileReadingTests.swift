@@ -64,7 +64,14 @@ import CMalloc
         let missing = directory + "/missing.yaml"
         #expect(Self.loadError(missing) == PolicyError(file: missing, line: 0, column: 0,
                                                        message: "cannot read \(missing): No such file or directory (errno 2)"))
-        #expect(Self.loadError(directory)?.message == "cannot read \(directory): Is a directory (errno 21)")
+        #expect(Self.loadError(directory)?.message == "cannot read \(directory): it is a directory, not a regular file")
+        // What is not a regular file is refused before anything is read from it (a FIFO's read would
+        // wait for a writer; the end-to-end tests put one at each path a load reads).
+        #expect(Self.loadError("/dev/null")?.message == "cannot read /dev/null: it is a character device, not a regular file")
+        let socket = directory + "/control.sock"
+        let listener = Self.boundUnixSocket(socket)
+        defer { close(listener) }
+        #expect(Self.loadError(socket)?.message == "cannot read \(socket): it is a socket, not a regular file")
 
         let huge = directory + "/huge.yaml"  // sparse: 16 MiB + 1 byte, nothing written
         #expect(FileManager.default.createFile(atPath: huge, contents: nil))
@@ -83,5 +90,20 @@ import CMalloc
         let path = directory + "/bom.yaml"
         #expect(FileManager.default.createFile(atPath: path, contents: Data([0xef, 0xbb, 0xbf] + Array("version: 1\ndefaults:\n  unpinned: allow\n".utf8))))
         #expect(throws: Never.self) { try PolicyLoader.load(file: path, pinFiles: nil) }
+    }
+
+    /// A Unix stream socket bound at `path` (the path then names a socket).
+    static func boundUnixSocket(_ path: String) -> Int32 {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, byte) in path.utf8.prefix(raw.count - 1).enumerated() { raw[i] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        precondition(fd >= 0 && bound == 0, "bind \(path): errno \(errno)")
+        return fd
     }
 }

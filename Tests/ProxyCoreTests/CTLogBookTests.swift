@@ -48,6 +48,33 @@ import TLSInspection
         #expect(bad.hasPrefix("p.yaml:7:0: the CT log list \(dir)/bad.json does not load: operators[0].logs[0]"), "\(bad)")
     }
 
+    /// The list a start or reload loads is as strict as `ct-list`: one stamped in the future beyond
+    /// the skew, or with a log key OpenSSL does not parse as RSA or EC, does not load.
+    @Test func aListFromTheFutureOrWithAKeyThatDoesNotParseIsALoadError() throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        func edited(_ name: String, _ edit: (inout [String: Any]) -> Void) throws -> String {
+            var json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: "\(Self.ct)/log_list.json"))) as? [String: Any])
+            edit(&json)
+            try JSONSerialization.data(withJSONObject: json).write(to: URL(fileURLWithPath: "\(dir)/\(name)"))
+            return "\(dir)/\(name)"
+        }
+
+        let future = try edited("future.json") { $0["log_list_timestamp"] = "9999-12-31T00:00:00Z" }
+        let late = Self.loadError(Self.settings(list: future))
+        #expect(late.hasPrefix("p.yaml:7:0: the CT log list \(future) does not load: log_list_timestamp: 9999-12-31T00:00:00Z is more than 1 day after this machine's clock ("), "\(late)")
+        #expect(late.hasSuffix("); a list is stamped when it is published, so the list or the clock is wrong"), "\(late)")
+
+        let notDER = try edited("not-der.json") { $0.editLog(operator: 1, log: 0) { $0["key"] = Base64.encode([0x30, 0x00]) } }
+        #expect(Self.loadError(Self.settings(list: notDER)) == "p.yaml:7:0: the CT log list \(notDER) does not load: operators[1].logs[0].key: "
+                    + "is not the DER SubjectPublicKeyInfo of an RSA or EC key, so no SCT of this log could be verified")
+        // A well-formed Ed25519 key: RFC 6962 logs sign with RSA or ECDSA only.
+        let ed25519Key = [0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00] + [UInt8](repeating: 7, count: 32)
+        let ed25519 = try edited("ed25519.json") { $0.editLog(operator: 0, log: 1) { $0["key"] = Base64.encode(ed25519Key) } }
+        #expect(Self.loadError(Self.settings(list: ed25519)) == "p.yaml:7:0: the CT log list \(ed25519) does not load: operators[0].logs[1].key: "
+                    + "is not the DER SubjectPublicKeyInfo of an RSA or EC key, so no SCT of this log could be verified")
+    }
+
     @Test func theSignatureMustVerifyWithTheKey() throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }

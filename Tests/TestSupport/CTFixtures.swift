@@ -175,3 +175,22 @@ public final class OpenSSLWebServer: @unchecked Sendable {
 
     deinit { stop() }
 }
+
+/// A log list's JSON object, as the tests edit it.
+extension Dictionary where Key == String, Value == Any {
+    /// Changes `operators[o]` with `edit`.
+    public mutating func editOperator(_ o: Int, _ edit: (inout [String: Any]) -> Void) {
+        var operators = self["operators"] as! [[String: Any]]
+        edit(&operators[o])
+        self["operators"] = operators
+    }
+
+    /// Changes `operators[o].logs[l]` with `edit`.
+    public mutating func editLog(operator o: Int, log l: Int, _ edit: (inout [String: Any]) -> Void) {
+        editOperator(o) { entry in
+            var logs = entry["logs"] as! [[String: Any]]
+            edit(&logs[l])
+            entry["logs"] = logs
+        }
+    }
+}

@@ -66,14 +66,14 @@ final class CTLogBook: @unchecked Sendable {
         }
         let list: CTLogList
         do {
-            list = try CTLogList.parse(bytes)
+            list = try CTLogList.load(bytes, at: Date())
         } catch {
             throw failure("the CT log list \(path) does not load: \(error)")
         }
         self.path = path
         self.list = list
         self.settings = settings
-        keys = list.operators.flatMap(\.logs).compactMap { CTLogKey(spki: $0.key) }
+        keys = list.operators.flatMap(\.logs).compactMap { CTLogKey(spki: $0.key) }  // all of them: `load` parsed each
     }
 
     func freshness(at now: Date) -> CTListFreshness { list.freshness(at: now, maxAge: settings.maxAge) }
