@@ -2,8 +2,9 @@
 # What one local client can make pinproxy and a pinned server hold and do, with mirror_checks: 4:
 #   Benchmarks/idle-connects.sh [PINPROXY=.build/release/pinproxy] [COUNT=1000]
 # In a network namespace of its own (as root: its loopback only): the tests' threaded TLS server
-# (Tests/TestSupport/scripts/upstream.py) behind the tests' interceptor in pass-through mode, which
-# logs every upstream connection (a ClientHello it carried, or none), and pinproxy pinning it.
+# (Tests/TestSupport/scripts/upstream.py) on 8443, the tests' interceptor in pass-through mode in
+# front of it on 9443 (it logs every connection with the ClientHello it carried, for 4.), and
+# pinproxy pinning both.
 #   1. COUNT CONNECTs that never send a ClientHello: pinproxy's descriptors and the upstream
 #      connections at their peak, per CONNECT, and how many of them are still open 30 s later.
 #   2. The same under a descriptor limit of 1,024: how many CONNECTs got their 200.
@@ -36,7 +37,7 @@ start_front() {
 start_proxy() {  # $1: descriptor limit
   cat > "$dir/policy.yaml" <<YAML
 version: 1
-proxy: { allowed_ports: [9443], deny_destinations: [unspecified], stats_interval: 0 }
+proxy: { allowed_ports: [8443, 9443], deny_destinations: [unspecified], stats_interval: 0 }
 defaults: { unpinned: deny, trust: "ca-file:$fixtures/both-roots.pem" }
 resolve: { api.pinproxy.test: 127.0.0.1 }
 rules:
@@ -44,15 +45,15 @@ rules:
     pins: ["spki-sha256:kBQGSGfznkVIdbhVncSBp6O/buiORHazf74OhcSQKZE="]
     mirror_checks: 4
 YAML
-  (ulimit -n "$1"; exec "$pinproxy" run --config "$dir/policy.yaml" --listen 127.0.0.1:3129 2> "$dir/log") &
+  (ulimit -S -n "$1"; exec "$pinproxy" run --config "$dir/policy.yaml" --listen 127.0.0.1:3129 2> "$dir/log") &
   proxy=$!
   for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/3129) 2>/dev/null && break; sleep 0.1; done
   # The probe's chain, cached (each worker's first CONNECT probes).
-  for _ in 1 2; do curl -s -x http://127.0.0.1:3129 --cacert "$fixtures/both-roots.pem" https://api.pinproxy.test:9443/ -o /dev/null; done
+  for port in 8443 8443 9443 9443; do curl -s -x http://127.0.0.1:3129 --cacert "$fixtures/both-roots.pem" https://api.pinproxy.test:$port/ -o /dev/null; done
   base=$(ls /proc/$proxy/fd | wc -l)
 }
 stop_all() { kill -KILL "$proxy" "$front" 2>/dev/null; wait "$proxy" "$front" 2>/dev/null || true; }
-upstreams() { ss -Htn state established "( dport = :8443 )" | wc -l; }
+upstreams() { ss -Htn state established "( dport = :8443 )" | wc -l; }  # pinproxy's, to the server
 peak_while() {  # runs "$@" in the background, samples fds and upstream connections until it prints $marker
   "$@" > "$dir/run.out" 2>&1 &
   local run=$! fds=0 ups=0 f u
@@ -66,7 +67,7 @@ peak_while() {  # runs "$@" in the background, samples fds and upstream connecti
 
 start_front; start_proxy "$most"
 marker=ANSWERED
-read fds ups run < <(peak_while python3 "$scripts/tunnel_abuse.py" idle 3129 api.pinproxy.test:9443 "$count" 30)
+read fds ups run < <(peak_while python3 "$scripts/tunnel_abuse.py" idle 3129 api.pinproxy.test:8443 "$count" 30)
 sleep 15  # past client_hello_timeout (10 s), far short of idle_timeout (300 s)
 f=$(ls /proc/$proxy/fd | wc -l); u=$(upstreams)
 for _ in $(seq 80); do kill -0 "$run" 2>/dev/null || break; sleep 0.5; done
@@ -75,15 +76,17 @@ stop_all
 
 start_front; start_proxy 1024
 marker=ANSWERED
-read fds ups run < <(peak_while python3 "$scripts/tunnel_abuse.py" idle 3129 api.pinproxy.test:9443 "$count" 1)
+read fds ups run < <(peak_while python3 "$scripts/tunnel_abuse.py" idle 3129 api.pinproxy.test:8443 "$count" 1)
 wait $run || true
 echo "2. $count idle CONNECTs, 1,024 descriptors: $(head -1 "$dir/run.out"); peak $fds descriptors, $ups upstream connections"
 stop_all
 
 start_front; start_proxy "$most"
-out=$(python3 "$scripts/tunnel_abuse.py" flood 3129 api.pinproxy.test:9443 10 500 | tail -1)
-n=${out#CONNECTS }; n=${n%% *}
-echo "3. idle CONNECTs as fast as one process makes them: $((n / 10))/s for 10 s ($out); upstream connections opened: $(wc -l < "$dir/front.jsonl"), with a hello: $(grep -c '"genuine"' "$dir/front.jsonl" || true)"
+python3 "$scripts/tunnel_abuse.py" flood 3129 api.pinproxy.test:8443 10 500 > "$dir/run.out" &
+run=$! ups=0
+while kill -0 $run 2>/dev/null; do u=$(upstreams); [ "$u" -gt "$ups" ] && ups=$u; sleep 0.2; done
+out=$(tail -1 "$dir/run.out"); n=${out#CONNECTS }; n=${n%% *}
+echo "3. idle CONNECTs as fast as one process makes them (holding 500): $((n / 10))/s for 10 s ($out); at most $ups upstream connections open at once"
 stop_all
 
 start_front; start_proxy "$most"
