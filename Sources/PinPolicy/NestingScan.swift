@@ -78,8 +78,10 @@ struct NestingScan {
                 position += 1
             }
             // A block scalar header (`key: |`, `- >-`) ends the line: what follows, indented more, is text.
-            if quote == nil, flowDepth == 0 {
-                let content = String(chars[..<min(position, chars.count)]).trimmingCharacters(in: .whitespaces)
+            // Only a line with a `|` or `>` can have one: the others (nearly all) are not made into a string.
+            let content = chars[..<min(position, chars.count)]
+            if quote == nil, flowDepth == 0, content.contains(where: { $0 == "|" || $0 == ">" }) {
+                let content = String(content).trimmingCharacters(in: .whitespaces)
                 if let last = content.split(separator: " ").last, let first = last.first, first == "|" || first == ">",
                    last.dropFirst().allSatisfy({ $0 == "+" || $0 == "-" || $0.isNumber }) {
                     blockScalarParent = indent

@@ -77,6 +77,8 @@ public struct Pin: Hashable, Sendable, CustomStringConvertible {
 
     /// 64 hex digits, or 32 colon-separated pairs.
     static func decodeHex(_ text: String) -> [UInt8]? {
+        // Base64 (nearly every pin) has other letters: said at once, without cutting it into pairs.
+        guard text.allSatisfy({ $0 == ":" || $0.isHexDigit }) else { return nil }
         let groups: [Substring]
         if text.contains(":") {
             groups = text.split(separator: ":", omittingEmptySubsequences: false)
