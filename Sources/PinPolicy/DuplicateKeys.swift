@@ -28,10 +28,7 @@ struct DuplicateKeys {
     mutating func compose() throws -> Node? {
         while true {
             do {
-                // `.basic`: every plain scalar is a string, as the reader reads it. Yams resolves a
-                // tag only to tell keys apart (`1` from `"1"`), with a regular expression per key,
-                // which was a quarter of loading 50,000 rules; a policy's keys are all names.
-                return try Yams.compose(yaml: text, .basic)
+                return try Yams.compose(yaml: text)
             } catch YamlError.duplicatedKeysInMapping(let names, let context) {
                 guard errors.count < Self.maxReported, let name = names.first,
                       let duplicate = Self.locate(after: context.mark, in: lines) else { throw YamlError.duplicatedKeysInMapping(duplicates: names, context: context) }
