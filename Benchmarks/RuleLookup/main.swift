@@ -2,8 +2,9 @@
 // Benchmarks/manyrules.sh runs it as `pinproxy-rulelookup POLICY [ROUNDS=7]` on the policy it
 // generated. Looks up, once per rule, a target that rule matches (a name under a wildcard, an
 // address in a range, an IPv4-embedding IPv6 form of each IPv4 rule's address) and as many targets
-// no rule matches (at most 2,000 of each, evenly spread), and prints the median over ROUNDS rounds of µs per lookup. CPU only; bounded by
-// the counts. Not a test: numbers for docs/performance.md.
+// no rule matches (at most 2,000 of each, evenly spread), and prints the median over ROUNDS
+// rounds of µs per lookup. CPU only; bounded by the counts. Not a test: numbers for
+// docs/performance.md.
 import Foundation
 import PinPolicy
 
