@@ -15,6 +15,13 @@ public struct Pin: Hashable, Sendable, CustomStringConvertible {
         self.digest = digest
     }
 
+    /// Its 32 bytes hashed in bulk: sets of pins (a reload's diff, a rule index) are hashed by the
+    /// hundred thousand, and the synthesized hash takes one byte at a time.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(kind)
+        hasher.combine(bytesOf: digest)
+    }
+
     /// The canonical text every alias is normalised to: `spki-sha256:<base64>`, `cert-sha256:<base64>`.
     public var description: String { "\(kind.rawValue):\(Base64.encode(digest))" }
 
