@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # A policy of many rules (issue 30): how long `check`, a start and a reload take, and one CONNECT's
 # rule lookup, release build:
-#   Benchmarks/manyrules.sh [RULES=50000]        env: ROUNDS (3)
+#   Benchmarks/manyrules.sh [RULES=50000]        env: ROUNDS (3), DOMAINS (300000)
 # Generates the policy with Benchmarks/manyrules.py (exact names, `*.` and `**.` wildcards, a port
 # split, IPv4 and IPv6 rules, a pinset, exclusions under wildcards), then per round: `pinproxy check`
 # (wall time and peak memory), `pinproxy run` from exec until its `started` line is written and
 # /metrics answers (the main loop is free: the start's lint lines are out), and a SIGHUP to a file
 # with one rule changed until `policy_reloaded` is written and /metrics answers again. Last,
-# Benchmarks/RuleLookup's µs per lookup on the same policy. Runs in a network namespace of its own
+# Benchmarks/RuleLookup's µs per lookup on the same policy, and `pinproxy pin --import nsc` of a
+# network_security_config.xml of DOMAINS domains (Benchmarks/manydomains.py): wall time and peak
+# memory. Runs in a network namespace of its own
 # (as root: its loopback only), so its fixed ports are free.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rules=${1:-50000}
 rounds=${ROUNDS:-3}
+domains=${DOMAINS:-300000}
 swift build -c release --product pinproxy >/dev/null
 swift build -c release --product pinproxy-rulelookup >/dev/null
 if [ -z "${MANYRULES_IN_NAMESPACE:-}" ]; then
@@ -63,3 +66,7 @@ for round in $(seq "$rounds"); do
   echo "round $round: check ${check_s} s (peak $((check_kb / 1024)) MiB, $warnings warnings); start ${start_s} s; reload ${reload_s} s (run's peak $((rss_kb / 1024)) MiB)"
 done
 .build/release/pinproxy-rulelookup "$dir/policy.yaml" 7
+python3 Benchmarks/manydomains.py "$domains" > "$dir/nsc.xml"
+/usr/bin/time -f '%e %M' -o "$dir/time" "$pinproxy" pin --import nsc "$dir/nsc.xml" > "$dir/imported.yaml"
+read -r import_s import_kb < "$dir/time"
+echo "pin --import nsc: $domains domains ($(wc -c < "$dir/nsc.xml") bytes), $(grep -c '^- host:' "$dir/imported.yaml") rules in ${import_s} s, peak $((import_kb / 1024)) MiB"
