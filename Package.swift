@@ -58,6 +58,9 @@ let package = Package(
             name: "pinproxy-mlkemcost", dependencies: ["TLSInspection", .product(name: "Crypto", package: "swift-crypto")],
             path: "Benchmarks/MLKEMCost"),
 
+        // One CONNECT's rule lookup with many rules in a release build (Benchmarks/manyrules.sh).
+        .executableTarget(name: "pinproxy-rulelookup", dependencies: ["PinPolicy"], path: "Benchmarks/RuleLookup"),
+
         // glibc's <malloc.h> for tests that measure the heap (mallinfo2); Swift's Glibc module lacks it.
         .systemLibrary(name: "CMalloc", path: "Tests/CMalloc"),
         .testTarget(name: "PinPolicyTests", dependencies: ["PinPolicy", "CMalloc"]),

@@ -2,11 +2,13 @@
 /// over text with no Foundation quirks (Foundation skips or accepts some malformed input).
 public enum Base64 {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-    private static let reverse: [UInt8: UInt8] = {
-        var map: [UInt8: UInt8] = [:]
-        for (i, c) in alphabet.enumerated() { map[c] = UInt8(i) }
-        return map
+    /// Each byte's value in the alphabet, or `invalid`.
+    private static let reverse: [UInt8] = {
+        var table = [UInt8](repeating: invalid, count: 256)
+        for (i, c) in alphabet.enumerated() { table[Int(c)] = UInt8(i) }
+        return table
     }()
+    private static let invalid: UInt8 = 0xff
 
     public static func encode(_ bytes: [UInt8]) -> String {
         var out: [UInt8] = []
@@ -31,20 +33,21 @@ public enum Base64 {
         var i = 0
         while i < chars.count {
             let isLast = i + 4 == chars.count
-            var values: [UInt8] = []
+            var bits: UInt32 = 0            // the quad's four 6-bit values, `=` as 0
             var padding = 0
             for c in chars[i..<i + 4] {
+                var value: UInt8 = 0
                 if c == UInt8(ascii: "=") {
                     guard isLast else { return nil }
                     padding += 1
-                    values.append(0)
                 } else {
-                    guard padding == 0, let v = reverse[c] else { return nil }
-                    values.append(v)
+                    value = reverse[Int(c)]
+                    guard padding == 0, value != invalid else { return nil }
                 }
+                bits = bits << 6 | UInt32(value)
             }
             guard padding <= 2 else { return nil }
-            let triple = [values[0] << 2 | values[1] >> 4, values[1] << 4 | values[2] >> 2, values[2] << 6 | values[3]]
+            let triple = [UInt8(bits >> 16), UInt8(bits >> 8 & 0xff), UInt8(bits & 0xff)]
             out.append(contentsOf: triple.prefix(3 - padding))
             i += 4
         }

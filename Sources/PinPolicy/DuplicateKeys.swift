@@ -21,6 +21,35 @@ struct DuplicateKeys {
         self.file = file
     }
 
+    /// Composes as `Yams.compose` with its default resolver does, without resolving most keys' tags.
+    ///
+    /// Yams tells a mapping's keys apart by text and resolved tag (`1` and `"1"` are two keys), and
+    /// the default resolver tries a regular expression per rule on every plain key: a quarter of the
+    /// load of 50,000 rules. With no rules (`.basic`) every plain scalar is a string, and two keys
+    /// are one exactly as with the default rules except where a key's tag decides: `1` and `"1"`
+    /// become one key (Yams refuses the mapping) and `1` and `!!int 1` two. So the text is composed
+    /// again with the default rules when the first composition fails or a key has a tag of its own
+    /// or is not a scalar; a policy has neither, and errors cost a second composition.
+    static func composeAsDefault(_ text: String) throws -> Node? {
+        if let root = try? Yams.compose(yaml: text, .basic), !hasKeyThatNeedsItsTag(root) { return root }
+        return try Yams.compose(yaml: text)
+    }
+
+    /// Whether a mapping in `node` (at any depth; the nesting scan bounds it) has a key that is not
+    /// a plain string scalar.
+    private static func hasKeyThatNeedsItsTag(_ node: Node) -> Bool {
+        switch node {
+        case .mapping(let mapping):
+            return mapping.contains { key, value in
+                key.scalar == nil || Resolver.basic.resolveTag(of: key) != .str || hasKeyThatNeedsItsTag(value)
+            }
+        case .sequence(let sequence):
+            return sequence.contains(where: hasKeyThatNeedsItsTag)
+        case .scalar, .alias:
+            return false
+        }
+    }
+
     static func placeholder(_ n: Int) -> String { "pinproxy_duplicate_key_\(n)" }
 
     func mentionsPlaceholder(_ message: String) -> Bool { message.contains("pinproxy_duplicate_key_") }
@@ -28,7 +57,7 @@ struct DuplicateKeys {
     mutating func compose() throws -> Node? {
         while true {
             do {
-                return try Yams.compose(yaml: text)
+                return try Self.composeAsDefault(text)
             } catch YamlError.duplicatedKeysInMapping(let names, let context) {
                 guard errors.count < Self.maxReported, let name = names.first,
                       let duplicate = Self.locate(after: context.mark, in: lines) else { throw YamlError.duplicatedKeysInMapping(duplicates: names, context: context) }

@@ -29,7 +29,7 @@ public enum HostPattern: Hashable, Sendable, CustomStringConvertible {
         } else if text.hasPrefix("*.") {
             rest = String(text.dropFirst(2)); make = { .oneLabel(suffix: $0) }
         }
-        if rest.contains("*") { return .failure(.misplacedWildcard) }
+        if rest.contains(Character("*")) { return .failure(.misplacedWildcard) }
         return HostName.normalize(rest).map(make).mapError { .badName($0) }
     }
 
@@ -56,7 +56,7 @@ public enum HostPattern: Hashable, Sendable, CustomStringConvertible {
             return name == s
         case .oneLabel(let s):
             guard name.hasSuffix("." + s) else { return false }
-            return !name.dropLast(s.count + 1).contains(".")
+            return !name.dropLast(s.count + 1).contains(Character("."))
         case .anyDepth(let s):
             return name == s || name.hasSuffix("." + s)
         }

@@ -22,7 +22,7 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible {
     public init?(_ text: String) {
         if let v4 = IPAddress.parseDottedQuad(text.utf8) {
             self.bytes = v4
-        } else if text.contains(":"), !text.contains("%"), text.utf8.allSatisfy({ $0 < 0x80 }) {
+        } else if text.utf8.contains(UInt8(ascii: ":")), !text.utf8.contains(UInt8(ascii: "%")), text.utf8.allSatisfy({ $0 < 0x80 }) {
             var raw = in6_addr()
             guard inet_pton(AF_INET6, text, &raw) == 1 else { return nil }
             self.bytes = withUnsafeBytes(of: &raw) { Array($0) }

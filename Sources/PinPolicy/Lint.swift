@@ -85,8 +85,7 @@ extension Policy {
         case .ip(let c):
             sample = Authority(target: .ip(c.network), port: rule.ports?.first ?? proxy.allowedPorts.first ?? 443)
         }
-        let others = Policy(source: source, proxy: proxy, defaults: defaults, rules: rules.filter { $0 != rule })
-        guard let fallback = others.rule(for: sample), fallback.mode == .enforce else { return nil }
+        guard let fallback = self.rule(for: sample, except: rule), fallback.mode == .enforce else { return nil }
         return fallback
     }
 }

@@ -15,6 +15,8 @@ struct NestingScan {
     static let limit = 16
 
     /// The first line (1-based) and column at which the nesting exceeds `limit`, if any.
+    /// The text is scanned by UTF-8 bytes (everything the scan looks for is ASCII); a column is
+    /// counted in characters, as Yams counts it, only when it is reported.
     static func firstTooDeep(_ text: String) -> (line: Int, column: Int)? {
         // Each block indentation level, and what its first line made it: a sequence (`- `), a
         // mapping, or neither (a flow collection or a scalar standing alone, counted by its brackets).
@@ -22,14 +24,24 @@ struct NestingScan {
         var levels: [(indent: Int, kind: Kind)] = []
         var blockDepth: Int { levels.count(where: { $0.kind != .other }) }
         var flowDepth = 0
-        var quote: Character?               // inside a quoted scalar that may span lines
+        var quote: UInt8?                   // inside a quoted scalar that may span lines
         var blockScalarParent: Int?         // indentation of the line that opened a block scalar
         var lineNumber = 0
-        for line in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }) {
+        let bytes = Array(text.utf8)
+        var lineStart = 0
+        while lineStart <= bytes.count {
+            // The line: up to `\n`, `\r\n` or `\r`.
+            var lineEnd = lineStart
+            while lineEnd < bytes.count, bytes[lineEnd] != 0x0a, bytes[lineEnd] != 0x0d { lineEnd += 1 }
+            let next = lineEnd + (lineEnd + 1 < bytes.count && bytes[lineEnd] == 0x0d && bytes[lineEnd + 1] == 0x0a ? 2 : 1)
+            defer { lineStart = next }
             lineNumber += 1
-            let chars = Array(line)
-            let indent = chars.prefix { $0 == " " }.count
-            let blank = chars.dropFirst(indent).allSatisfy { $0 == " " || $0 == "\t" }
+            let chars = bytes[lineStart..<lineEnd]
+            func at(_ i: Int) -> UInt8 { chars[lineStart + i] }
+            let count = chars.count
+            func column(_ i: Int) -> Int { String(decoding: chars.prefix(i), as: UTF8.self).count + 1 }
+            let indent = chars.prefix { $0 == space }.count
+            let blank = chars.dropFirst(indent).allSatisfy { $0 == space || $0 == tab }
             if let parent = blockScalarParent {
                 if blank || indent > parent { continue }
                 blockScalarParent = nil
@@ -37,17 +49,17 @@ struct NestingScan {
             var position = indent
             var depth = blockDepth          // the block collections around this line's content
             if quote == nil && flowDepth == 0 {
-                if blank || chars[indent] == "#" { continue }
-                if indent == 0 && (chars.starts(with: Array("---")) || chars.starts(with: Array("...")) || chars[0] == "%") { levels = []; continue }
+                if blank || at(indent) == ascii("#") { continue }
+                if indent == 0 && (chars.starts(with: Array("---".utf8)) || chars.starts(with: Array("...".utf8)) || at(0) == ascii("%")) { levels = []; continue }
                 while let last = levels.last, last.indent > indent { levels.removeLast() }
                 var markers = 0
-                while position + 1 < chars.count, chars[position] == "-" || chars[position] == "?", chars[position + 1] == " " {
+                while position + 1 < count, at(position) == ascii("-") || at(position) == ascii("?"), at(position + 1) == space {
                     markers += 1
                     position += 2
-                    while position < chars.count, chars[position] == " " { position += 1 }
+                    while position < count, at(position) == space { position += 1 }
                 }
                 if levels.last?.indent != indent {
-                    let standsAlone = position < chars.count && (chars[position] == "[" || chars[position] == "{" || !isMappingEntry(chars[position...]))
+                    let standsAlone = position < count && (at(position) == ascii("[") || at(position) == ascii("{") || !isMappingEntry(chars.dropFirst(position)))
                     levels.append((indent, markers > 0 ? .sequence : standsAlone ? .other : .mapping))
                     depth = blockDepth + max(markers - 1, 0)
                 } else {
@@ -55,31 +67,33 @@ struct NestingScan {
                 }
                 if depth > limit { return (lineNumber, indent + 1) }
             }
-            var previous: Character = " "
-            while position < chars.count {
-                let c = chars[position]
+            var previous = space
+            while position < count {
+                let c = at(position)
                 if let open = quote {
                     if c == open {
-                        if open == "'", position + 1 < chars.count, chars[position + 1] == "'" { position += 1 } else { quote = nil }
-                    } else if open == "\"", c == "\\" {
+                        if open == ascii("'"), position + 1 < count, at(position + 1) == ascii("'") { position += 1 } else { quote = nil }
+                    } else if open == ascii("\""), c == ascii("\\") {
                         position += 1
                     }
-                } else if c == "#" && (previous == " " || previous == "\t") {
+                } else if c == ascii("#") && (previous == space || previous == tab) {
                     break
-                } else if c == "\"" || c == "'" {
-                    if previous == " " || previous == "\t" || "[{,:-?".contains(previous) || position == indent { quote = c }
-                } else if c == "[" || c == "{" {
+                } else if c == ascii("\"") || c == ascii("'") {
+                    if previous == space || previous == tab || "[{,:-?".utf8.contains(previous) || position == indent { quote = c }
+                } else if c == ascii("[") || c == ascii("{") {
                     flowDepth += 1
-                    if depth + flowDepth > limit { return (lineNumber, position + 1) }
-                } else if c == "]" || c == "}" {
+                    if depth + flowDepth > limit { return (lineNumber, column(position)) }
+                } else if c == ascii("]") || c == ascii("}") {
                     flowDepth = max(flowDepth - 1, 0)
                 }
                 previous = c
                 position += 1
             }
             // A block scalar header (`key: |`, `- >-`) ends the line: what follows, indented more, is text.
-            if quote == nil, flowDepth == 0 {
-                let content = String(chars[..<min(position, chars.count)]).trimmingCharacters(in: .whitespaces)
+            // Only a line with a `|` or `>` can have one: the others (nearly all) are not made into a string.
+            let content = chars.prefix(min(position, count))
+            if quote == nil, flowDepth == 0, content.contains(where: { $0 == ascii("|") || $0 == ascii(">") }) {
+                let content = String(decoding: content, as: UTF8.self).trimmingCharacters(in: .whitespaces)
                 if let last = content.split(separator: " ").last, let first = last.first, first == "|" || first == ">",
                    last.dropFirst().allSatisfy({ $0 == "+" || $0 == "-" || $0.isNumber }) {
                     blockScalarParent = indent
@@ -89,16 +103,20 @@ struct NestingScan {
         return nil
     }
 
+    private static let space = ascii(" ")
+    private static let tab = ascii("\t")
+    private static func ascii(_ c: Unicode.Scalar) -> UInt8 { UInt8(c.value) }
+
     /// Whether a line's content (after any `- ` markers) is `key: …` or `key:`, roughly: a colon
     /// followed by a space or the end, before any comment. A quoted key counts too. Saying yes
     /// when unsure only counts a level more.
-    private static func isMappingEntry(_ content: ArraySlice<Character>) -> Bool {
-        var previous: Character = " "
+    private static func isMappingEntry(_ content: ArraySlice<UInt8>) -> Bool {
+        var previous = space
         var index = content.startIndex
         while index < content.endIndex {
             let c = content[index]
-            if c == "#" && previous == " " { return false }
-            if c == ":" && (index + 1 == content.endIndex || content[index + 1] == " " || content[index + 1] == "\t") { return true }
+            if c == ascii("#") && previous == space { return false }
+            if c == ascii(":") && (index + 1 == content.endIndex || content[index + 1] == space || content[index + 1] == tab) { return true }
             previous = c
             index += 1
         }

@@ -15,6 +15,13 @@ public struct Pin: Hashable, Sendable, CustomStringConvertible {
         self.digest = digest
     }
 
+    /// Its 32 bytes hashed in bulk: sets of pins (a reload's diff, a rule index) are hashed by the
+    /// hundred thousand, and the synthesized hash takes one byte at a time.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(kind)
+        hasher.combine(bytesOf: digest)
+    }
+
     /// The canonical text every alias is normalised to: `spki-sha256:<base64>`, `cert-sha256:<base64>`.
     public var description: String { "\(kind.rawValue):\(Base64.encode(digest))" }
 
@@ -77,6 +84,8 @@ public struct Pin: Hashable, Sendable, CustomStringConvertible {
 
     /// 64 hex digits, or 32 colon-separated pairs.
     static func decodeHex(_ text: String) -> [UInt8]? {
+        // Base64 (nearly every pin) has other letters: said at once, without cutting it into pairs.
+        guard text.allSatisfy({ $0 == ":" || $0.isHexDigit }) else { return nil }
         let groups: [Substring]
         if text.contains(":") {
             groups = text.split(separator: ":", omittingEmptySubsequences: false)

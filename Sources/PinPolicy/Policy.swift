@@ -14,8 +14,11 @@ public struct Policy: Hashable, Sendable {
     public var deny: [Pin]
     public var pinsets: [String: [PinEntry]]
     /// In file order.
-    public var rules: [Rule]
+    public var rules: [Rule] { didSet { index = Derived(RuleIndex(rules)) } }
     public var debug: DebugBypass?
+    /// Where each rule is by what it matches, made once per policy (each reload makes a new one;
+    /// every worker shares it). Left out of `==` and `hash(into:)`: it follows from `rules`.
+    private var index: Derived<RuleIndex>
 
     public init(source: String = "<memory>", proxy: ProxySettings = ProxySettings(), defaults: PolicyDefaults,
                 resolve: [String: [IPAddress]] = [:], deny: [Pin] = [], pinsets: [String: [PinEntry]] = [:],
@@ -28,6 +31,7 @@ public struct Policy: Hashable, Sendable {
         self.pinsets = pinsets
         self.rules = rules
         self.debug = debug
+        self.index = Derived(RuleIndex(rules))
     }
 
     /// The single most specific rule for a CONNECT target, or nil. Rules never union.
@@ -35,12 +39,21 @@ public struct Policy: Hashable, Sendable {
     /// An IPv6 literal that embeds an IPv4 address (mapped, compatible, NAT64: `embeddedIPv4`)
     /// reaches that IPv4 host, so a rule written for the IPv4 address applies to it first; otherwise
     /// `CONNECT [64:ff9b::cb00:7107]:443` would slip past the pins of an `ip: 203.0.113.7` rule.
-    public func rule(for authority: Authority) -> Rule? {
+    public func rule(for authority: Authority) -> Rule? { rule(for: authority, except: nil) }
+
+    /// The same, as if the file did not have `excluded` (what lint asks: which rule would apply without it).
+    func rule(for authority: Authority, except excluded: Rule?) -> Rule? {
         if case .ip(let address) = authority.target, let embedded = address.embeddedIPv4,
-           let rule = mostSpecificRule(for: Authority(target: .ip(embedded), port: authority.port)) {
+           let rule = mostSpecificRule(for: Authority(target: .ip(embedded), port: authority.port), except: excluded) {
             return rule
         }
-        return mostSpecificRule(for: authority)
+        return mostSpecificRule(for: authority, except: excluded)
+    }
+
+    /// Every rule whose pattern matches one of `targets` on any port, once each, in file order: the
+    /// few the index finds, so that a caller never looks at all of them.
+    public func rules(matching targets: Target...) -> [Rule] {
+        Set(targets.flatMap { index.value.positions(matching: $0) }).sorted().map { rules[$0] }
     }
 
     /// The rule whose checks a CONNECT to `authority` gets: its own rule, or, for a host no rule
@@ -52,8 +65,9 @@ public struct Policy: Hashable, Sendable {
         return .standIn(for: authority, defaults: defaults)
     }
 
-    private func mostSpecificRule(for authority: Authority) -> Rule? {
-        rules.filter { $0.applies(to: authority) }.min { $0.specificity < $1.specificity }
+    /// Among equally specific rules the first in the file (`min` keeps the first of equals).
+    private func mostSpecificRule(for authority: Authority, except excluded: Rule?) -> Rule? {
+        rules(matching: authority.target).filter { $0.applies(to: authority) && $0 != excluded }.min { $0.specificity < $1.specificity }
     }
 
     /// Whether the debug bypass is in force for this target now.
@@ -61,6 +75,16 @@ public struct Policy: Hashable, Sendable {
         guard enabled, let debug, now < debug.until, debug.covers(target) else { return nil }
         return debug
     }
+}
+
+/// A value computed from the other fields of the struct that holds it: every two are equal and it
+/// adds nothing to a hash, so the holder's synthesised `==` and `hash(into:)` compare only what it
+/// was computed from.
+struct Derived<Value: Sendable>: Hashable, Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+    static func == (_: Derived, _: Derived) -> Bool { true }
+    func hash(into hasher: inout Hasher) {}
 }
 
 extension Policy {

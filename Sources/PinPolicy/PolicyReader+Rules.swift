@@ -6,13 +6,15 @@ extension PolicyReader {
     func readRules(_ node: Node, proxy: ProxySettings, defaults: PolicyDefaults?, pinsets: [String: [PinEntry]]) -> [Rule] {
         guard let items = list(node, "rules", example: "[{ host: api.example.com, pins: [...] }]") else { return [] }
         var rules: [Rule] = []
+        var samePattern: [RulePattern: [Rule]] = [:]  // the rules before, by pattern: no pass over all of them per rule
         for item in items {
             guard let rule = readRule(item, proxy: proxy, defaults: defaults, pinsets: pinsets) else { continue }
-            if let other = rules.first(where: { $0.pattern == rule.pattern && portsOverlap($0.ports, rule.ports) }) {
+            if let other = samePattern[rule.pattern]?.first(where: { portsOverlap($0.ports, rule.ports) }) {
                 fail(item, "this rule for '\(rule.pattern)' overlaps the rule at line \(other.line) (same pattern, and their ports overlap); exactly one rule must apply, so give them disjoint 'ports:' or merge them")
                 continue
             }
             rules.append(rule)
+            samePattern[rule.pattern, default: []].append(rule)
         }
         return rules
     }

@@ -7,15 +7,13 @@ import PinPolicy
 /// defined (no expansion, no external fetch). FoundationXML is in this toolchain, but it would tie
 /// the statically linked binary to libxml2 for one file format.
 enum XML {
-    struct Element {
-        let name: String
-        let attributes: [String: String]
-        var children: [Element] = []
-        var text = ""
-        let line: Int
-        /// The comments inside it, each with how many child elements came before it: what a
-        /// writer said beside an element (pinproxy's export keeps a pin's `at:` there).
-        var comments: [(afterChildren: Int, text: String)] = []
+    /// What the reader meets, in document order. A self-closing element is a start and an end.
+    enum Event {
+        case start(name: String, attributes: [String: String], line: Int)
+        case end
+        /// Character data (text, CDATA, a reference), in pieces.
+        case text(String)
+        case comment(String)
     }
 
     struct Problem: Error, CustomStringConvertible {
@@ -24,44 +22,130 @@ enum XML {
         var description: String { "line \(line): \(message)" }
     }
 
-    static func parse(_ text: String) throws(Problem) -> Element {
-        var reader = Reader(scalars: Array(text.unicodeScalars))
-        return try reader.document()
-    }
+    /// Hands out a document's events one at a time, holding only the open elements' names: what a
+    /// file of any number of elements needs. The text is read as UTF-8 (a malformed sequence as
+    /// U+FFFD); everything the grammar looks for is ASCII, so it is matched byte by byte.
+    struct Reader {
+        private let bytes: [UInt8]
+        private var i = 0
+        private var line = 1
+        /// The open elements: name and line.
+        private var open: [(name: String, line: Int)] = []
+        private enum Stage { case prolog, root, epilog, done }
+        private var stage = Stage.prolog
+        private var pendingEnd = false
 
-    private struct Reader {
-        let scalars: [Unicode.Scalar]
-        var i = 0
-        var line = 1
+        init(bytes: [UInt8]) { self.bytes = bytes }
 
-        init(scalars: [Unicode.Scalar]) { self.scalars = scalars }
+        /// Elements nest at most this deep (a network_security_config needs five).
+        static let maxDepth = 32
 
-        func fail(_ message: String) -> Problem { Problem(line: line, message: message) }
-
-        func starts(_ s: String) -> Bool {
-            let u = Array(s.unicodeScalars)
-            return i + u.count <= scalars.count && Array(scalars[i..<(i + u.count)]) == u
-        }
-
-        mutating func advance(_ n: Int = 1) {
-            for _ in 0..<n where i < scalars.count {
-                if scalars[i] == "\n" { line += 1 }
-                i += 1
+        mutating func next() throws(Problem) -> Event? {
+            if pendingEnd {
+                pendingEnd = false
+                return end()
+            }
+            switch stage {
+            case .prolog:
+                try misc()
+                guard starts("<") else { throw fail("no root element") }
+                stage = .root
+                return try startTag()
+            case .epilog:
+                try misc()
+                guard i == bytes.count else { throw fail("content after the root element") }
+                stage = .done
+                return nil
+            case .done:
+                return nil
+            case .root:
+                break
+            }
+            // Bounded by the text: each turn moves past at least one byte or returns.
+            while true {
+                let (tag, at) = open[open.count - 1]
+                guard i < bytes.count else { throw fail("<\(tag)> (line \(at)) is not closed") }
+                if starts("</") {
+                    advance(2)
+                    let closing = try name()
+                    spaces()
+                    guard closing == tag, starts(">") else { throw fail("</\(closing)> closes <\(tag)> (line \(at))") }
+                    advance()
+                    return end()
+                }
+                if starts("<!--") {
+                    let start = i + 4
+                    try skip(past: "-->", what: "a comment")
+                    return .comment(String(decoding: bytes[start..<(i - 3)], as: UTF8.self))
+                }
+                if starts("<![CDATA[") {
+                    advance(9)
+                    let start = i
+                    while i < bytes.count, !starts("]]>") { advance() }
+                    guard i < bytes.count else { throw fail("a CDATA section does not end") }
+                    advance(3)
+                    return .text(String(decoding: bytes[start..<(i - 3)], as: UTF8.self))
+                }
+                if starts("<?") { try skip(past: "?>", what: "a processing instruction"); continue }
+                if starts("<!") { throw fail("a declaration inside <\(tag)> is not read") }
+                if starts("<") { return try startTag() }
+                if bytes[i] == ascii("&") { return .text(try reference()) }
+                let start = i
+                while i < bytes.count, bytes[i] != ascii("<"), bytes[i] != ascii("&") { advance() }
+                return .text(String(decoding: bytes[start..<i], as: UTF8.self))
             }
         }
 
-        mutating func skip(past end: String, what: String) throws(Problem) {
-            while i < scalars.count, !starts(end) { advance() }
-            guard i < scalars.count else { throw fail("\(what) does not end") }
-            advance(end.unicodeScalars.count)
+        private mutating func end() -> Event {
+            open.removeLast()
+            if open.isEmpty { stage = .epilog }
+            return .end
         }
 
-        mutating func spaces() {
-            while i < scalars.count, [" ", "\t", "\r", "\n"].contains(scalars[i]) { advance() }
+        private func fail(_ message: String) -> Problem { Problem(line: line, message: message) }
+
+        private static func ascii(_ c: Unicode.Scalar) -> UInt8 { UInt8(c.value) }
+        private func ascii(_ c: Unicode.Scalar) -> UInt8 { Self.ascii(c) }
+
+        /// Whether the text at `i` is `s` (ASCII).
+        private func starts(_ s: StaticString) -> Bool {
+            let count = s.utf8CodeUnitCount
+            guard i + count <= bytes.count else { return false }
+            return s.withUTF8Buffer { pattern in (0..<count).allSatisfy { bytes[i + $0] == pattern[$0] } }
         }
 
-        /// Comments, processing instructions and white space between elements.
-        mutating func misc() throws(Problem) {
+        /// The scalar at `i` and how many bytes it takes (a malformed sequence: U+FFFD).
+        private func scalar() -> (Unicode.Scalar, Int) {
+            if bytes[i] < 0x80 { return (Unicode.Scalar(bytes[i]), 1) }
+            var parser = Unicode.UTF8.ForwardParser()
+            var rest = bytes[i...].makeIterator()
+            switch parser.parseScalar(from: &rest) {
+            case .valid(let encoded): return (Unicode.UTF8.decode(encoded), encoded.count)
+            case .error(let length): return ("\u{FFFD}", length)
+            case .emptyInput: return ("\u{FFFD}", 1)
+            }
+        }
+
+        /// Past `n` scalars.
+        private mutating func advance(_ n: Int = 1) {
+            for _ in 0..<n where i < bytes.count {
+                if bytes[i] == ascii("\n") { line += 1 }
+                i += scalar().1
+            }
+        }
+
+        private mutating func skip(past end: StaticString, what: String) throws(Problem) {
+            while i < bytes.count, !starts(end) { advance() }
+            guard i < bytes.count else { throw fail("\(what) does not end") }
+            advance(end.utf8CodeUnitCount)
+        }
+
+        private mutating func spaces() {
+            while i < bytes.count, bytes[i] == ascii(" ") || bytes[i] == ascii("\t") || bytes[i] == ascii("\r") || bytes[i] == ascii("\n") { advance() }
+        }
+
+        /// Comments, processing instructions and white space outside the root element.
+        private mutating func misc() throws(Problem) {
             while true {
                 spaces()
                 if starts("<!--") { try skip(past: "-->", what: "a comment") }
@@ -71,29 +155,20 @@ enum XML {
             }
         }
 
-        mutating func document() throws(Problem) -> Element {
-            try misc()
-            guard starts("<") else { throw fail("no root element") }
-            let root = try element(depth: 1)
-            try misc()
-            guard i == scalars.count else { throw fail("content after the root element") }
-            return root
-        }
-
-        mutating func name() throws(Problem) -> String {
+        private mutating func name() throws(Problem) -> String {
             let start = i
-            while i < scalars.count, scalars[i].properties.isAlphabetic || ("0"..."9").contains(scalars[i]) || ["-", "_", ":", "."].contains(scalars[i]) {
+            while i < bytes.count {
+                let c = scalar().0
+                guard c.properties.isAlphabetic || ("0"..."9").contains(c) || ["-", "_", ":", "."].contains(c) else { break }
                 advance()
             }
             guard i > start else { throw fail("a name was expected") }
-            return String(String.UnicodeScalarView(scalars[start..<i]))
+            return String(decoding: bytes[start..<i], as: UTF8.self)
         }
 
-        /// Elements nest at most this deep (a network_security_config needs five): recursion is bounded.
-        static let maxDepth = 32
-
-        mutating func element(depth: Int) throws(Problem) -> Element {
-            guard depth <= Self.maxDepth else { throw fail("elements nested deeper than \(Self.maxDepth)") }
+        /// `<name attributes>` or `<name attributes/>`: i at `<`.
+        private mutating func startTag() throws(Problem) -> Event {
+            guard open.count < Self.maxDepth else { throw fail("elements nested deeper than \(Self.maxDepth)") }
             let at = line
             advance()  // <
             let tag = try name()
@@ -102,7 +177,8 @@ enum XML {
                 spaces()
                 if starts("/>") {
                     advance(2)
-                    return Element(name: tag, attributes: attributes, line: at)
+                    pendingEnd = true
+                    break
                 }
                 if starts(">") { advance(); break }
                 let key = try name()
@@ -110,63 +186,36 @@ enum XML {
                 guard starts("=") else { throw fail("attribute '\(key)' of <\(tag)> has no value") }
                 advance()
                 spaces()
-                guard i < scalars.count, scalars[i] == "\"" || scalars[i] == "'" else { throw fail("attribute '\(key)' needs a quoted value") }
-                let quote = scalars[i]
+                guard i < bytes.count, bytes[i] == ascii("\"") || bytes[i] == ascii("'") else { throw fail("attribute '\(key)' needs a quoted value") }
+                let quote = bytes[i]
                 advance()
                 var value = ""
-                while i < scalars.count, scalars[i] != quote {
-                    if scalars[i] == "<" { throw fail("'<' in the value of '\(key)'") }
-                    if scalars[i] == "&" {
+                while i < bytes.count, bytes[i] != quote {
+                    if bytes[i] == ascii("<") { throw fail("'<' in the value of '\(key)'") }
+                    if bytes[i] == ascii("&") {
                         value += try reference()
                     } else {
-                        value.unicodeScalars.append(scalars[i])
-                        advance()
+                        let start = i
+                        while i < bytes.count, bytes[i] != quote, bytes[i] != ascii("<"), bytes[i] != ascii("&") { advance() }
+                        value += String(decoding: bytes[start..<i], as: UTF8.self)
                     }
                 }
-                guard i < scalars.count else { throw fail("the value of '\(key)' does not end") }
+                guard i < bytes.count else { throw fail("the value of '\(key)' does not end") }
                 advance()
                 guard attributes[key] == nil else { throw fail("attribute '\(key)' twice in <\(tag)>") }
                 attributes[key] = value
             }
-            var element = Element(name: tag, attributes: attributes, line: at)
-            while true {
-                guard i < scalars.count else { throw fail("<\(tag)> (line \(at)) is not closed") }
-                if starts("</") {
-                    advance(2)
-                    let closing = try name()
-                    spaces()
-                    guard closing == tag, starts(">") else { throw fail("</\(closing)> closes <\(tag)> (line \(at))") }
-                    advance()
-                    return element
-                }
-                if starts("<!--") {
-                    let start = i + 4
-                    try skip(past: "-->", what: "a comment")
-                    element.comments.append((element.children.count, String(String.UnicodeScalarView(scalars[start..<(i - 3)]))))
-                    continue
-                }
-                if starts("<![CDATA[") {
-                    advance(9)
-                    while i < scalars.count, !starts("]]>") { element.text.unicodeScalars.append(scalars[i]); advance() }
-                    guard i < scalars.count else { throw fail("a CDATA section does not end") }
-                    advance(3)
-                    continue
-                }
-                if starts("<?") { try skip(past: "?>", what: "a processing instruction"); continue }
-                if starts("<!") { throw fail("a declaration inside <\(tag)> is not read") }
-                if starts("<") { element.children.append(try self.element(depth: depth + 1)); continue }
-                if scalars[i] == "&" { element.text += try reference(); continue }
-                element.text.unicodeScalars.append(scalars[i])
-                advance()
-            }
+            open.append((tag, at))
+            return .start(name: tag, attributes: attributes, line: at)
         }
 
         /// `&amp;` … or `&#…;`: i at `&`, left past `;`.
-        mutating func reference() throws(Problem) -> String {
+        private mutating func reference() throws(Problem) -> String {
             let start = i
-            while i < scalars.count, scalars[i] != ";", i - start < 12 { advance() }
-            guard i < scalars.count, scalars[i] == ";" else { throw fail("an '&' that starts no entity reference") }
-            let body = String(String.UnicodeScalarView(scalars[(start + 1)..<i]))
+            var scalars = 0
+            while i < bytes.count, bytes[i] != ascii(";"), scalars < 12 { advance(); scalars += 1 }
+            guard i < bytes.count, bytes[i] == ascii(";") else { throw fail("an '&' that starts no entity reference") }
+            let body = String(decoding: bytes[(start + 1)..<i], as: UTF8.self)
             advance()
             switch body {
             case "amp": return "&"
@@ -197,6 +246,7 @@ enum XML {
 /// without one is imported `at: any`, and the rule says what that means for its backup, so that
 /// `check` and the log say the same of it (`no_real_backup`).
 enum NetworkSecurityConfigImport {
+    /// One rule: a `<domain>` with its pin-set.
     struct Imported {
         let pattern: String
         let pins: [ImportedPin]
@@ -207,7 +257,7 @@ enum NetworkSecurityConfigImport {
     }
 
     /// A pin and what the comment beside it kept (`at: any`, unmarked, without one).
-    struct ImportedPin: Equatable {
+    struct ImportedPin: Hashable {
         let pin: Pin
         var position: PinPosition = .any
         var backup = false
@@ -215,7 +265,7 @@ enum NetworkSecurityConfigImport {
         var placed = false
     }
 
-    struct PinSet {
+    struct PinSet: Hashable {
         let pins: [ImportedPin]
         let expiration: String?
     }
@@ -229,113 +279,304 @@ enum NetworkSecurityConfigImport {
         return ImportedPin(pin: pin, position: position, placed: true)
     }
 
-    static func rules(_ text: String) throws(XML.Problem) -> [Imported] {
-        let root = try XML.parse(text)
-        guard root.name == "network-security-config" else {
-            throw XML.Problem(line: root.line, message: "the root element is <\(root.name)>, not <network-security-config>")
-        }
-        var out: [Imported] = []
-        for child in root.children where child.name == "domain-config" {
-            try domainConfig(child, inherited: nil, anchors: false, into: &out)
-        }
-        return out
+    /// Writes the rules of the file's `<pin-set>`s, ready to paste under `rules:`, a line at a time.
+    /// The file is read twice: the first reading checks it all (nothing is written if it has an
+    /// error) and learns what the second needs before it reaches a `<domain>`: the number of rules
+    /// (the header says it) and each `<domain-config>`'s pin-set and trust anchors, which may come
+    /// after its domains. The second writes each rule as its `<domain>` closes.
+    static func write(_ bytes: [UInt8], file: String, line: @escaping (String) -> Void) throws(XML.Problem) {
+        var survey = Walk(bytes: bytes, configs: nil, rule: { _ in })
+        let configs = try survey.run()
+        for text in header(rules: configs.rules, file: file) { line(text) }
+        var writing = Walk(bytes: bytes, configs: configs) { rule in render(rule).forEach(line) }
+        _ = try writing.run()
     }
 
-    private static func domainConfig(_ element: XML.Element, inherited: PinSet?, anchors inheritedAnchors: Bool,
-                                     into out: inout [Imported]) throws(XML.Problem) {
-        try only(element, attributes: ["cleartextTrafficPermitted"])
-        let anchors = inheritedAnchors || element.children.contains { $0.name == "trust-anchors" }
-        var own: PinSet?
-        for child in element.children where child.name == "pin-set" {
-            guard own == nil else { throw XML.Problem(line: child.line, message: "a second <pin-set> in one <domain-config>") }
-            own = try pinSet(child)
+    /// What the first reading keeps of each `<domain-config>` it walks, in document order: 13 bytes
+    /// apiece, and each distinct pin-set once.
+    struct Configs {
+        var parent: [Int32] = []
+        var ownSet: [Int32] = []
+        var ownAnchors: [Bool] = []
+        var domains: [Int32] = []
+        var sets: [PinSet] = []
+        var setNumbers: [PinSet: Int32] = [:]
+        /// Worked out once all are read: the pin-set each one's domains take (its own, else its
+        /// parent's: Android's inheritance), whether it or a parent names trust anchors, and the
+        /// number of rules.
+        var effectiveSet: [Int32] = []
+        var anchors: [Bool] = []
+        var rules = 0
+
+        mutating func add(under enclosing: Int?) -> Int {
+            parent.append(Int32(enclosing ?? -1)); ownSet.append(-1); ownAnchors.append(false); domains.append(0)
+            return parent.count - 1
         }
-        let set = own ?? inherited
-        for domain in element.children where domain.name == "domain" {
-            try only(domain, attributes: ["includeSubdomains"])
-            let name = domain.text.trimmingCharacters(in: .whitespacesAndNewlines)
+
+        mutating func close(_ config: Int, set: PinSet?, anchors: Bool, domains count: Int) {
+            if let set {
+                if setNumbers[set] == nil { setNumbers[set] = Int32(sets.count); sets.append(set) }
+                ownSet[config] = setNumbers[set]!
+            }
+            ownAnchors[config] = anchors
+            domains[config] = Int32(count)
+        }
+
+        /// Parents come before their children, so one pass in document order settles each.
+        mutating func settle() {
+            for config in parent.indices {
+                let up = Int(parent[config])
+                effectiveSet.append(ownSet[config] >= 0 ? ownSet[config] : up >= 0 ? effectiveSet[up] : -1)
+                anchors.append(ownAnchors[config] || (up >= 0 && anchors[up]))
+                if effectiveSet[config] >= 0, !sets[Int(effectiveSet[config])].pins.isEmpty { rules += Int(domains[config]) }
+            }
+        }
+
+        func set(of config: Int) -> PinSet? { effectiveSet[config] >= 0 ? sets[Int(effectiveSet[config])] : nil }
+    }
+
+    /// One reading of the file's events, checking them as Android reads the file. The first error
+    /// in the order a walk of the whole tree would meet it is the one reported: for each
+    /// `<domain-config>`, its attributes, then its pin-sets, then its domains, then its nested
+    /// domain-configs. With `configs` (the first reading's), it hands out each rule as its
+    /// `<domain>` closes, a domain-config's own domains before those of the ones nested in it.
+    struct Walk {
+        private var reader: XML.Reader
+        private let known: Configs?
+        private let rule: (Imported) -> Void
+        private var configs = Configs()
+
+        /// What each open element is to the walk.
+        private enum Role { case root, config, pinSet, pin, domain, ignored }
+        private var roles: [Role] = []
+        /// The open domain-configs, innermost last.
+        private var open: [OpenConfig] = []
+        private var rootProblem: XML.Problem?
+        private var firstProblem: XML.Problem?
+        private var text = ""
+        private var elementLine = 0
+        private var attributes: [String: String] = [:]
+
+        private struct OpenConfig {
+            let number: Int
+            var attributeProblem: XML.Problem?
+            var pinSetProblem: XML.Problem?
+            var domainProblem: XML.Problem?
+            var nestedProblem: XML.Problem?
+            var problem: XML.Problem? { attributeProblem ?? pinSetProblem ?? domainProblem ?? nestedProblem }
+            var hasPinSet = false
+            var set: PinSet?
+            var anchors = false
+            var domains = 0
+            /// The pin-set being read: its pins, its expiration, and the pin a comment would be beside.
+            var pins: [ImportedPin] = []
+            var expiration: String?
+            var besidePin: Int?
+            /// The rules of the domain-configs nested in it, held until its own are out.
+            var nestedRules: [Imported] = []
+        }
+
+        init(bytes: [UInt8], configs: Configs?, rule: @escaping (Imported) -> Void) {
+            reader = XML.Reader(bytes: bytes)
+            known = configs
+            self.rule = rule
+        }
+
+        /// Reads to the end; the configs as the first reading learns them.
+        mutating func run() throws(XML.Problem) -> Configs {
+            // Bounded by the file: each event moves the reader on.
+            while let event = try reader.next() {
+                switch event {
+                case .start(let name, let attributes, let line): start(name, attributes, line)
+                case .end: end()
+                case .text(let piece): if roles.last == .pin || roles.last == .domain { text += piece }
+                case .comment(let comment): besideLastPin(comment)
+                }
+            }
+            if let problem = rootProblem ?? firstProblem { throw problem }
+            configs.settle()
+            return configs
+        }
+
+        private mutating func start(_ name: String, _ attributes: [String: String], _ line: Int) {
+            let parent = roles.last
+            if parent == .pinSet { open[open.count - 1].besidePin = nil }
+            let role: Role
+            switch (parent, name) {
+            case (nil, "network-security-config"): role = .root
+            case (nil, _):
+                rootProblem = XML.Problem(line: line, message: "the root element is <\(name)>, not <network-security-config>")
+                role = .ignored
+            case (.root?, "domain-config"), (.config?, "domain-config"):
+                let number = configs.add(under: parent == .config ? open.last!.number : nil)
+                open.append(OpenConfig(number: number, attributeProblem: Self.only(name, attributes, line, ["cleartextTrafficPermitted"])))
+                role = .config
+            case (.config?, "pin-set"):
+                role = open[open.count - 1].hasPinSet ? .ignored : .pinSet
+                pinSetStarts(attributes, line)
+            case (.config?, "domain"):
+                role = .domain
+            case (.config?, "trust-anchors"):
+                open[open.count - 1].anchors = true
+                role = .ignored
+            case (.pinSet?, "pin"):
+                role = .pin
+                if let problem = Self.only(name, attributes, line, ["digest"]) {
+                    pinSetProblem(problem)
+                } else if attributes["digest"] != "SHA-256" {
+                    pinSetProblem(XML.Problem(line: line, message: "a <pin> needs digest=\"SHA-256\" (the only digest Android accepts), not '\(attributes["digest"] ?? "")'"))
+                }
+            case (.pinSet?, _):
+                pinSetProblem(XML.Problem(line: line, message: "<\(name)> in a <pin-set>; only <pin> belongs there"))
+                role = .ignored
+            default:
+                role = .ignored
+            }
+            roles.append(role)
+            if role == .pin || role == .domain {
+                text = ""
+                elementLine = line
+                self.attributes = attributes
+            }
+        }
+
+        private mutating func pinSetStarts(_ attributes: [String: String], _ line: Int) {
+            guard !open[open.count - 1].hasPinSet else {
+                return pinSetProblem(XML.Problem(line: line, message: "a second <pin-set> in one <domain-config>"))
+            }
+            open[open.count - 1].hasPinSet = true
+            if let problem = Self.only("pin-set", attributes, line, ["expiration"]) { return pinSetProblem(problem) }
+            if let date = attributes["expiration"] {
+                guard let parsed = RFC3339.parse(date + "T00:00:00Z") else {
+                    return pinSetProblem(XML.Problem(line: line, message: "expiration must be a date yyyy-MM-dd, not '\(date)'"))
+                }
+                open[open.count - 1].expiration = RFC3339.format(parsed)
+            }
+        }
+
+        private mutating func pinSetProblem(_ problem: XML.Problem) {
+            if open[open.count - 1].pinSetProblem == nil { open[open.count - 1].pinSetProblem = problem }
+        }
+
+        private mutating func end() {
+            switch roles.removeLast() {
+            case .pin: pinEnds()
+            case .pinSet:
+                let config = open[open.count - 1]
+                open[open.count - 1].set = PinSet(pins: config.pins, expiration: config.expiration)
+            case .domain: domainEnds()
+            case .config: configEnds()
+            case .root, .ignored: break
+            }
+        }
+
+        private mutating func pinEnds() {
+            guard open[open.count - 1].pinSetProblem == nil else { return }
+            switch Pin.parse("spki-sha256:" + text.filter { !$0.isWhitespace }) {
+            case .success(let parsed):
+                guard !open[open.count - 1].pins.contains(where: { $0.pin == parsed }) else { return }
+                open[open.count - 1].pins.append(ImportedPin(pin: parsed))
+                open[open.count - 1].besidePin = open[open.count - 1].pins.count - 1
+            case .failure(let problem): pinSetProblem(XML.Problem(line: elementLine, message: problem.message))
+            }
+        }
+
+        /// The first of pinproxy's comments right after a pin, before the next element, places it.
+        private mutating func besideLastPin(_ comment: String) {
+            guard roles.last == .pinSet, let index = open[open.count - 1].besidePin, !open[open.count - 1].pins[index].placed,
+                  let placed = placed(open[open.count - 1].pins[index].pin, by: comment) else { return }
+            open[open.count - 1].pins[index] = placed
+        }
+
+        private mutating func domainEnds() {
+            open[open.count - 1].domains += 1
+            let pattern: String
+            switch Self.pattern(text, attributes, elementLine) {
+            case .success(let p): pattern = p
+            case .failure(let problem):
+                if open[open.count - 1].domainProblem == nil { open[open.count - 1].domainProblem = problem }
+                return
+            }
+            let config = open[open.count - 1]
+            guard let known, let set = known.set(of: config.number), !set.pins.isEmpty else { return }  // a domain without pins: nothing to pin
+            let imported = Imported(pattern: pattern, pins: set.pins, expires: set.expiration, line: elementLine, ownAnchors: known.anchors[config.number])
+            hand(imported, from: open.count)
+        }
+
+        /// A rule of the domain-config `depth` deep out: to the caller for a top-level one's, else held
+        /// by the one it is nested in until that one's own are out.
+        private mutating func hand(_ imported: Imported, from depth: Int) {
+            if depth == 1 { rule(imported) } else { open[depth - 2].nestedRules.append(imported) }
+        }
+
+        private mutating func configEnds() {
+            let config = open.removeLast()
+            configs.close(config.number, set: config.set, anchors: config.anchors, domains: config.domains)
+            if let problem = config.problem {
+                if open.isEmpty {
+                    if firstProblem == nil { firstProblem = problem }
+                } else if open[open.count - 1].nestedProblem == nil {
+                    open[open.count - 1].nestedProblem = problem
+                }
+            }
+            for imported in config.nestedRules { hand(imported, from: open.count + 1) }
+        }
+
+        /// A `<domain>`'s host pattern.
+        private static func pattern(_ text: String, _ attributes: [String: String], _ line: Int) -> Result<String, XML.Problem> {
+            if let problem = only("domain", attributes, line, ["includeSubdomains"]) { return .failure(problem) }
+            let name = text.trimmingCharacters(in: .whitespacesAndNewlines)
             let subdomains: Bool
-            switch domain.attributes["includeSubdomains"] ?? "false" {
+            switch attributes["includeSubdomains"] ?? "false" {
             case "true": subdomains = true
             case "false": subdomains = false
-            case let other: throw XML.Problem(line: domain.line, message: "includeSubdomains must be true or false, not '\(other)'")
+            case let other: return .failure(XML.Problem(line: line, message: "includeSubdomains must be true or false, not '\(other)'"))
             }
             let pattern = subdomains ? "**." + name : name
             if case .failure(let problem) = HostPattern.parse(pattern) {
-                throw XML.Problem(line: domain.line, message: "<domain>\(name)</domain>: \(problem.message)")
+                return .failure(XML.Problem(line: line, message: "<domain>\(name)</domain>: \(problem.message)"))
             }
-            guard let set, !set.pins.isEmpty else { continue }  // a domain without pins: nothing to pin
-            out.append(Imported(pattern: pattern, pins: set.pins, expires: set.expiration, line: domain.line, ownAnchors: anchors))
+            return .success(pattern)
         }
-        for nested in element.children where nested.name == "domain-config" {
-            try domainConfig(nested, inherited: set, anchors: anchors, into: &out)
+
+        /// The first attribute (in name order) the element may not have.
+        private static func only(_ element: String, _ attributes: [String: String], _ line: Int, _ allowed: Set<String>) -> XML.Problem? {
+            attributes.keys.sorted().first { !allowed.contains($0) }.map { XML.Problem(line: line, message: "unknown attribute '\($0)' of <\(element)>") }
         }
     }
 
-    private static func pinSet(_ element: XML.Element) throws(XML.Problem) -> PinSet {
-        try only(element, attributes: ["expiration"])
-        var expiration: String?
-        if let date = element.attributes["expiration"] {
-            guard let parsed = RFC3339.parse(date + "T00:00:00Z") else {
-                throw XML.Problem(line: element.line, message: "expiration must be a date yyyy-MM-dd, not '\(date)'")
-            }
-            expiration = RFC3339.format(parsed)
-        }
-        var pins: [ImportedPin] = []
-        for (index, pin) in element.children.enumerated() {
-            guard pin.name == "pin" else { throw XML.Problem(line: pin.line, message: "<\(pin.name)> in a <pin-set>; only <pin> belongs there") }
-            try only(pin, attributes: ["digest"])
-            guard pin.attributes["digest"] == "SHA-256" else {
-                throw XML.Problem(line: pin.line, message: "a <pin> needs digest=\"SHA-256\" (the only digest Android accepts), not '\(pin.attributes["digest"] ?? "")'")
-            }
-            let text = pin.text.filter { !$0.isWhitespace }
-            switch Pin.parse("spki-sha256:" + text) {
-            case .success(let parsed):
-                guard !pins.contains(where: { $0.pin == parsed }) else { continue }
-                // The comment right after this pin, before the next one, when it is pinproxy's.
-                let beside = element.comments.filter { $0.afterChildren == index + 1 }
-                pins.append(beside.lazy.compactMap { placed(parsed, by: $0.text) }.first ?? ImportedPin(pin: parsed))
-            case .failure(let problem): throw XML.Problem(line: pin.line, message: problem.message)
-            }
-        }
-        return PinSet(pins: pins, expiration: expiration)
+    /// The header above the rules.
+    static func header(rules: Int, file: String) -> [String] {
+        ["# pinproxy pin --import nsc \(file): \(rules) rule\(rules == 1 ? "" : "s") from its <pin-set>s.",
+         "# Android checks the pins on top of the system's trust, and so do these rules (trust: system, the default).",
+         "# Android matches a pin anywhere in the chain and has no word for a backup: a pin is imported at: any, unmarked,",
+         "# unless a comment beside it (as pinproxy pin --export nsc writes) says at: and backup: true. Ready-to-paste rules (under rules:):"]
     }
 
-    private static func only(_ element: XML.Element, attributes allowed: Set<String>) throws(XML.Problem) {
-        for name in element.attributes.keys.sorted() where !allowed.contains(name) {
-            throw XML.Problem(line: element.line, message: "unknown attribute '\(name)' of <\(element.name)>")
+    /// One rule's lines.
+    static func render(_ rule: Imported) -> [String] {
+        var lines: [String] = []
+        if rule.ownAnchors {
+            lines.append("# line \(rule.line): its <domain-config> names <trust-anchors>, which are not imported: if the server's chain needs that CA, add trust: \"ca-file:/path/to/ca.pem\"")
         }
-    }
-
-    /// The rules, ready to paste under `rules:`.
-    static func render(_ rules: [Imported], file: String) -> String {
-        var lines = ["# pinproxy pin --import nsc \(file): \(rules.count) rule\(rules.count == 1 ? "" : "s") from its <pin-set>s.",
-                     "# Android checks the pins on top of the system's trust, and so do these rules (trust: system, the default).",
-                     "# Android matches a pin anywhere in the chain and has no word for a backup: a pin is imported at: any, unmarked,",
-                     "# unless a comment beside it (as pinproxy pin --export nsc writes) says at: and backup: true. Ready-to-paste rules (under rules:):"]
-        for rule in rules {
-            if rule.ownAnchors {
-                lines.append("# line \(rule.line): its <domain-config> names <trust-anchors>, which are not imported: if the server's chain needs that CA, add trust: \"ca-file:/path/to/ca.pem\"")
-            }
-            lines.append("- host: \"\(rule.pattern)\"")
-            lines.append("  pins:")
-            for pin in rule.pins {
-                lines.append("    - { pin: \"\(pin.pin)\", at: \(pin.position.rawValue)\(pin.backup ? ", backup: true" : "") }")
-            }
-            if rule.pins.count < 2 {
-                lines.append("    # add a backup: \(BackupRule.advice)")
-            } else if !rule.pins.contains(where: \.backup), rule.pins.contains(where: { !$0.placed }) {
-                // BackupRule: what check and the log will say of these pins, said where they are pasted.
-                lines.append("    # The file does not say which of these is the server's key, which a CA's, nor which is the backup. If they are the")
-                lines.append("    # server's key and its issuing CA's, every pin matches the one chain the server serves: no real backup, and")
-                lines.append("    # pinproxy check and the log say no_real_backup. Say at: leaf for the server's key and at: ca for a CA's")
-                lines.append("    # (backup: true on the CA if you accept it as the backup), or add a spare key kept offline.")
-            }
-            if let expires = rule.expires {
-                lines.append("  expires: \"\(expires)\"")
-                lines.append("  on_expiry: report                 # Android stops checking the pins after its expiration date")
-            }
+        lines.append("- host: \"\(rule.pattern)\"")
+        lines.append("  pins:")
+        for pin in rule.pins {
+            lines.append("    - { pin: \"\(pin.pin)\", at: \(pin.position.rawValue)\(pin.backup ? ", backup: true" : "") }")
         }
-        return lines.joined(separator: "\n")
+        if rule.pins.count < 2 {
+            lines.append("    # add a backup: \(BackupRule.advice)")
+        } else if !rule.pins.contains(where: \.backup), rule.pins.contains(where: { !$0.placed }) {
+            // BackupRule: what check and the log will say of these pins, said where they are pasted.
+            lines.append("    # The file does not say which of these is the server's key, which a CA's, nor which is the backup. If they are the")
+            lines.append("    # server's key and its issuing CA's, every pin matches the one chain the server serves: no real backup, and")
+            lines.append("    # pinproxy check and the log say no_real_backup. Say at: leaf for the server's key and at: ca for a CA's")
+            lines.append("    # (backup: true on the CA if you accept it as the backup), or add a spare key kept offline.")
+        }
+        if let expires = rule.expires {
+            lines.append("  expires: \"\(expires)\"")
+            lines.append("  on_expiry: report                 # Android stops checking the pins after its expiration date")
+        }
+        return lines
     }
 }

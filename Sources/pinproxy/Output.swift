@@ -18,6 +18,22 @@ enum Output {
         }
     }
 
+    /// Lines for stdout, written a block at a time (`pin --import` writes millions); `flush` writes
+    /// what is left.
+    final class Lines {
+        private var pending = ""
+        func append(_ line: String) {
+            pending += line
+            pending += "\n"
+            if pending.utf8.count >= 1 << 16 { flush() }
+        }
+
+        func flush() {
+            write(1, pending)
+            pending = ""
+        }
+    }
+
     private static func write(_ fd: Int32, _ text: String) {
         var bytes = Array(text.utf8)
         var offset = 0

@@ -124,8 +124,9 @@ struct PinCommand: ParsableCommand {
     private func importPins(_ path: String) throws {
         do {
             let bytes = try PlainFile.contents(of: path, limit: 16 << 20)
-            let rules = try NetworkSecurityConfigImport.rules(String(decoding: bytes, as: UTF8.self))
-            Output.out(NetworkSecurityConfigImport.render(rules, file: path))
+            let out = Output.Lines()
+            try NetworkSecurityConfigImport.write(bytes, file: path, line: out.append)
+            out.flush()
         } catch let error as PlainFile.ReadError {
             Output.err("pinproxy pin --import: \(error)")
             throw ExitCode(1)

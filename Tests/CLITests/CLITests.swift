@@ -489,6 +489,34 @@ func pinproxy(_ arguments: String...) throws -> Run { try run(Paths.pinproxy, ar
         #expect(!trustkit.stdout.contains(Self.b64(Pins.root)))
     }
 
+    /// The import reads the file as it comes (issue 30), yet writes what a walk of the tree would:
+    /// a pin-set after its domains still applies to them, and a domain-config's own domains come
+    /// before those of one nested in it, even one written above them.
+    @Test func nscImportOrderDoesNotFollowTheText() throws {
+        let file = try temporaryFile("""
+            <network-security-config>
+              <domain-config>
+                <domain-config><domain>nested.example.com</domain></domain-config>
+                <domain>outer.example.com</domain>
+                <pin-set><pin digest="SHA-256">\(Self.b64(Pins.leafEC))</pin><!-- at: leaf --></pin-set>
+              </domain-config>
+            </network-security-config>
+            """, name: "nsc.xml")
+        let r = try pinproxy("pin", "--import", "nsc", file)
+        let rule = { (host: String) in
+            """
+            - host: "\(host)"
+              pins:
+                - { pin: "\(Pins.leafEC)", at: leaf }
+                # add a backup: a real backup is a key not in the served chain (a spare kept offline: '{ file: next-key.pub.pem, at: leaf, label: backup }') or a CA pin marked 'backup: true' (then any key that CA certifies for the name passes)
+
+            """
+        }
+        #expect(r.status == 0)
+        #expect(r.stdout.hasPrefix("# pinproxy pin --import nsc \(file): 2 rules from its <pin-set>s.\n"))
+        #expect(r.stdout.hasSuffix("Ready-to-paste rules (under rules:):\n" + rule("outer.example.com") + rule("nested.example.com")))
+    }
+
     /// Android's inheritance (a nested domain-config without a pin-set takes its parent's), and
     /// what the strict reader refuses.
     @Test func nscImportInheritsAndRefusesWhatItCannotRead() throws {

@@ -117,8 +117,11 @@ enum AdmissionGate {
 
     /// The first rule that pins this host on any port (a rule in `unpinned` mode pins nothing).
     static func pinningRule(for target: Target, policy: Policy) -> Rule? {
-        var candidates = [target]
-        if case .ip(let address) = target, let embedded = address.embeddedIPv4 { candidates.append(.ip(embedded)) }
-        return policy.rules.first { rule in rule.mode != .unpinned && candidates.contains { rule.pattern.matches($0) } }
+        let matching = if case .ip(let address) = target, let embedded = address.embeddedIPv4 {
+            policy.rules(matching: target, .ip(embedded))
+        } else {
+            policy.rules(matching: target)
+        }
+        return matching.first { $0.mode != .unpinned }
     }
 }

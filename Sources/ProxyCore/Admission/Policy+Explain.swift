@@ -57,7 +57,7 @@ extension Policy {
     }
 
     private func candidatesNote(_ authority: Authority, chosen: Rule) -> [String] {
-        let others = rules.filter { $0.applies(to: authority) && $0 != chosen }
+        let others = rules(matching: authority.target).filter { $0.applies(to: authority) && $0 != chosen }
         guard !others.isEmpty else { return [] }
         return ["also matching but less specific (never combined): " + others.map { "'\($0.name)' (line \($0.line))" }.joined(separator: ", ")]
     }
