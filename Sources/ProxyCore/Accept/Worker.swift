@@ -260,8 +260,15 @@ final class Worker: @unchecked Sendable {
     /// never speak does not take the slots of clients that do. (Only this worker's: the others'
     /// are on their own threads.)
     func reclaimTunnelSlot() -> Bool {
-        guard reclaimOldestHelloWaiter() else { return false }
-        return takeTunnelSlot()
+        guard let id = helloWaiters.oldest(), let session = sessions[id], session.awaitsClientHello else { return false }
+        // The slot passes from that tunnel (a relaying session holds one) to this CONNECT: taken
+        // past the limit first, then given back as the tunnel closes, so that no other worker's
+        // CONNECT takes it in between.
+        _ = shared.budget.take(limit: .max)
+        helloWaiters.left(id)
+        silent.left(id)
+        session.reap()
+        return true
     }
     /// Room for `count` mirror connections of `client`: this worker's oldest tunnels still without
     /// their client's hello (of that client, when it is the one over its share) are closed for it
