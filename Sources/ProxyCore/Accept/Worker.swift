@@ -172,15 +172,10 @@ final class Worker: @unchecked Sendable {
         admitSilent(id, client: client, weight: descriptors)
     }
 
-    /// Closes the oldest tunnel still without its client's hello (of `client`, when given): false
-    /// when there is none.
-    private func reclaimOldestHelloWaiter(of client: SilentConnections.Client? = nil) -> Bool {
-        guard let id = helloWaiters.oldest(of: client) else { return false }
-        helloWaiters.left(id)
-        silent.left(id)
-        guard let session = sessions[id] else { return true }
-        session.reap()
-        return true
+    /// The oldest tunnel still without its client's hello (of `client`, when given). Reaped, it
+    /// leaves every book as any session does (`remove`).
+    private func oldestHelloWaiter(of client: SilentConnections.Client? = nil) -> Session? {
+        helloWaiters.oldest(of: client).flatMap { sessions[$0] }
     }
 
     /// Puts a connection in the book of silent ones, closing the idlest if there are too many.
@@ -260,16 +255,15 @@ final class Worker: @unchecked Sendable {
     /// never speak does not take the slots of clients that do. (Only this worker's: the others'
     /// are on their own threads.)
     func reclaimTunnelSlot() -> Bool {
-        guard let id = helloWaiters.oldest(), let session = sessions[id], session.awaitsClientHello else { return false }
+        guard let session = oldestHelloWaiter(), session.awaitsClientHello else { return false }
         // The slot passes from that tunnel (a relaying session holds one) to this CONNECT: taken
         // past the limit first, then given back as the tunnel closes, so that no other worker's
         // CONNECT takes it in between.
         _ = shared.budget.take(limit: .max)
-        helloWaiters.left(id)
-        silent.left(id)
         session.reap()
         return true
     }
+
     /// Room for `count` mirror connections of `client`: this worker's oldest tunnels still without
     /// their client's hello (of that client, when it is the one over its share) are closed for it
     /// first. Nil when there is room; else the refusal.
@@ -278,7 +272,8 @@ final class Worker: @unchecked Sendable {
         let key = SilentConnections.Client(client.ip)
         for _ in 0..<64 {  // bounded: each round closes one tunnel
             guard let short = mirrorBudget.shortfall(count, for: key) else { return nil }
-            guard reclaimOldestHelloWaiter(of: short == .all ? nil : key) else { break }
+            guard let session = oldestHelloWaiter(of: short == .all ? nil : key) else { break }
+            session.reap()
         }
         switch mirrorBudget.shortfall(count, for: key) {
         case nil:

@@ -39,10 +39,9 @@ extension StreamCheck {
     /// What the check holds the tunnel for now; nil when it holds nothing back (an unpinned
     /// tunnel's first bytes are held too, until its ClientHello's SNI is read).
     var heldStage: HeldStage? {
-        if case .awaitingClientHello = phase { return .clientHello }
-        guard context.isPinned else { return nil }
         switch phase {
         case .awaitingClientHello: return .clientHello
+        case _ where !context.isPinned: return nil
         case .awaitingServerHello: return .serverHello
         case .tls12Certificate, .tls12Chain: return .certificate
         case .tls13Held(_, let checks): return checks.keyLog?.holding == true ? .keylog : .mirror
