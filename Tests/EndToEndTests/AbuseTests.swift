@@ -8,8 +8,8 @@ import TestSupport
     /// holding 3,000 each, far past the proxy's descriptor limit (lowered to 1,024 here), while a
     /// real client makes one pinned CONNECT after another. (The rate stays within what
     /// a debug build accepts on a shared 2-core machine: a flood faster than the proxy can accept
-    /// fills the kernel's backlog, which no proxy can sort; `Benchmarks/soak.sh` floods a release
-    /// build as fast as it can.) The oldest silent connections are closed first, so the real client — which
+    /// fills the kernel's backlog, which no proxy can sort; `Benchmarks/silent-flood.sh` floods a
+    /// release build as fast as it can.) The oldest silent connections are closed first, so the real client — which
     /// speaks within milliseconds — gets its tunnel; the reaping is said in a throttled line and in
     /// `stats`, and afterwards the descriptors return to where they were. The same holds when each
     /// flood connection sends one byte that pinproxy answers at once (0x16, a TLS record: it is
@@ -23,11 +23,12 @@ import TestSupport
     /// limits allow. How long a CONNECT takes under a flood is a benchmark's to say
     /// (Benchmarks/soak.sh).
     ///
-    /// XXX(issue 33): during the one-byte flood a real client is now and then closed before its
-    /// CONNECT arrives (curl: "Proxy CONNECT aborted"), more often on a loaded machine: once every
-    /// flood connection has sent its byte (spared while it waits unread, then answered), the client
-    /// in the moment between its connect and its first byte is the oldest that has sent nothing,
-    /// and the next arrival reaps it. The share served bounds how often.
+    /// The listener defers accepting (TCP_DEFER_ACCEPT), so a real client reaches a worker with its
+    /// CONNECT already in the kernel: it is `arriving`, never the oldest that has sent nothing,
+    /// even once every flood connection has sent its byte (before, the next arrival could reap it
+    /// in the moment between its connect and its first byte: curl's "Proxy CONNECT aborted").
+    /// `Benchmarks/silent-flood.sh` floods a release build at full speed against nginx's stream
+    /// proxy.
     @Test(arguments: ["", "16"])
     func aFloodOfSilentConnectionsDoesNotStarveRealClients(firstBytes: String) throws {
         let server = try Upstream("leaf-ec256", name: "good")

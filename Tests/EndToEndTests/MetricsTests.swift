@@ -13,6 +13,7 @@ import TestSupport
         "unpinned_total": "pinproxy_tunnels_total{verdict=\"unpinned\"}", "refused": "pinproxy_tunnels_refused_total",
         "closed": "pinproxy_tunnels_closed_total", "tunnels": "pinproxy_tunnels_active", "active_sessions": "pinproxy_sessions_active",
         "live_session_objects": "pinproxy_session_objects_live", "silent_reaped": "pinproxy_silent_connections_reaped_total",
+        "silent_closed": "pinproxy_silent_connections_closed_total",
         "bytes_up": "pinproxy_tunnel_bytes_total{direction=\"up\"}", "bytes_down": "pinproxy_tunnel_bytes_total{direction=\"down\"}",
         "probes": "pinproxy_probes_total", "probe_cache_hits": "pinproxy_probe_cache_hits_total",
         "keylog_lines": "pinproxy_keylog_lines_total", "keylog_kept": "pinproxy_keylog_kept_total",

@@ -11,7 +11,7 @@ import Testing
         c.bytesDown = base + 9; c.closedByReload = base + 10; c.liveSessionObjects = base + 11
         c.silentReaped = base + 12; c.reloadsSucceeded = base + 13; c.reloadsFailed = base + 14
         c.interceptionsSuspected = base + 17; c.unverifiedResumptions = base + 18; c.mirrorsUnavailable = base + 19
-        c.withoutClientHello = base + 20
+        c.withoutClientHello = base + 20; c.silentClosed = base + 21
         c.refusedByReason = [.decision(.policy(.pinMismatch)): base + 15, .decision(.network(.dnsError)): base + 16]
         return c
     }
@@ -29,7 +29,7 @@ import Testing
         #expect(Self.intFields(a).filter { $0.value == 0 }.isEmpty)
         let sum = a + b
         let fields = Self.intFields(sum), left = Self.intFields(a), right = Self.intFields(b)
-        #expect(fields.count == 18)
+        #expect(fields.count == 19)
         for (name, value) in fields { #expect(value == left[name]! + right[name]!, "\(name)") }
         #expect(sum.refusedByReason == [.decision(.policy(.pinMismatch)): 15 + 115, .decision(.network(.dnsError)): 16 + 116])
     }

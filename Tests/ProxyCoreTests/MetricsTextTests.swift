@@ -13,7 +13,7 @@ import Testing
         counters.bytesDown = 109; counters.closedByReload = 110; counters.liveSessionObjects = 111
         counters.silentReaped = 112; counters.reloadsSucceeded = 113; counters.reloadsFailed = 114
         counters.interceptionsSuspected = 115; counters.unverifiedResumptions = 116; counters.mirrorsUnavailable = 117
-        counters.withoutClientHello = 118
+        counters.withoutClientHello = 118; counters.silentClosed = 119
         // A pin mismatch at the probe and one in the stream are one series (the line's `reason`).
         counters.refusedByReason = [.decision(.policy(.pinMismatch)): 2, .stream(.policy(.pinMismatch)): 1, .decision(.network(.dnsError)): 2,
                                     .decision(.network(.outOfFileDescriptors)): 1]
@@ -43,7 +43,7 @@ import Testing
         #expect(StatsSample().fields.map(\.0) == [
             "accepted", "active_sessions", "tunnels", "allowed", "refused", "bypassed", "unpinned_total", "rejected",
             "closed", "bytes_up", "bytes_down", "probes", "probe_cache_hits", "live_session_objects", "silent_reaped",
-            "keylog_lines", "keylog_kept", "keylog_dropped", "keylog_unparsable", "keylog_too_long", "keylog_watches",
+            "silent_closed", "keylog_lines", "keylog_kept", "keylog_dropped", "keylog_unparsable", "keylog_too_long", "keylog_watches",
             "keylog_watches_refused", "keylog_skipped_bytes", "workers", "interceptions_suspected", "quarantined",
             "resumptions_unverified", "mirrors_unavailable", "no_client_hello",
         ])
@@ -86,6 +86,9 @@ import Testing
         # HELP pinproxy_silent_connections_reaped_total Connections closed before their first request head to make room in a flood of silent connections.
         # TYPE pinproxy_silent_connections_reaped_total counter
         pinproxy_silent_connections_reaped_total 112
+        # HELP pinproxy_silent_connections_closed_total Connections that ended without sending a byte: they left, or stayed silent for header_timeout.
+        # TYPE pinproxy_silent_connections_closed_total counter
+        pinproxy_silent_connections_closed_total 119
         # HELP pinproxy_tunnel_bytes_total Bytes relayed by tunnels that have ended: up is client to upstream, down is upstream to client.
         # TYPE pinproxy_tunnel_bytes_total counter
         pinproxy_tunnel_bytes_total{direction="up"} 108

@@ -34,9 +34,10 @@ final class Listener {
         var flags = UInt32(LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC)
         if !address.ip.isIPv4 { flags |= UInt32(LEV_OPT_BIND_IPV6ONLY) }
         let made = address.withSockaddr { sa, length in
-            evconnlistener_new_bind(loop.base, nil, nil, flags, -1, sa, length)
+            evconnlistener_new_bind(loop.base, nil, nil, flags, Self.backlog, sa, length)
         }
         guard let made else { throw .cannotListen(address, errnoText(errno)) }
+        Self.tune(evconnlistener_get_fd(made))
         self.init(loop: loop, handle: made, onAccept: onAccept, onError: onError)
     }
 
@@ -48,6 +49,7 @@ final class Listener {
         guard let made = evconnlistener_new(loop.base, nil, nil, flags, -1, fd) else {
             throw .cannotListen(address, errnoText(errno))
         }
+        Self.tune(fd)
         self.init(loop: loop, handle: made, onAccept: onAccept, onError: onError)
     }
 
@@ -65,6 +67,29 @@ final class Listener {
     }
 
     deinit { evconnlistener_free(handle) }
+
+    /// The accept queue asked for: more than any kernel grants, so it is `net.core.somaxconn`
+    /// (4,096 by default). libevent's own default, 128, fills in a moment under a flood of
+    /// connections, and the kernel then drops every SYN, a real client's too (it tries again only
+    /// a second later). A socket systemd made keeps the `Backlog=` of its unit.
+    static let backlog: Int32 = 65535
+
+    /// How long the kernel holds a connection that has sent no byte before passing it to `accept`
+    /// (`TCP_DEFER_ACCEPT`, in seconds; the kernel rounds it to SYN-ACK retransmissions). A client of
+    /// a proxy always speaks first, so this costs real clients nothing; a flood of connections that
+    /// never speak waits in the kernel's SYN queue instead of taking descriptors and the workers'
+    /// time. Past the listen backlog the kernel answers with SYN cookies and such connections are
+    /// accepted at once, as without it; after the deferral a silent connection is accepted and then
+    /// handled as today (`header_timeout`, reaped oldest-first when there are too many).
+    static let deferAcceptSeconds: Int32 = 1
+
+    /// What every accepted socket inherits, set once on the listener instead of once per
+    /// connection: TCP_NODELAY (a request head or a TLS record goes out at once). And the deferral.
+    private static func tune(_ fd: Int32) {
+        setNoDelay(fd)
+        var seconds = deferAcceptSeconds
+        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_DEFER_ACCEPT, &seconds, socklen_t(MemoryLayout<Int32>.size))
+    }
 
     /// The listening socket, for `ReserveDescriptor` to take one waiting client off it.
     var fd: Int32 { evconnlistener_get_fd(handle) }

@@ -183,6 +183,14 @@ public final class Proxy {
             return
         }
         counters.accepted += 1
+        // Gone already without a byte (a flood that connects and drops, or the kernel's deferral
+        // ended by the client's FIN): closed here, without a hand-off to a worker or a session.
+        if peerLeftWithoutAByte(fd) {
+            setAbortiveClose(fd)
+            close(fd)
+            counters.silentClosed += 1
+            return
+        }
         // A client outside allow_clients is closed at once: it never gets to hold a session or
         // feed the request parser. Throttled, so a flood from outside cannot fill the log.
         if let refused = AdmissionGate.refusesClient(client.ip, policy: snapshot.policy)?.refusal {

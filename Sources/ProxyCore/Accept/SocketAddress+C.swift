@@ -61,4 +61,19 @@ func setNoDelay(_ fd: Int32) {
     setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
 }
 
+/// Makes the socket's close send a reset (SO_LINGER of 0): no FIN to wait for, no orphaned socket
+/// left behind. For a connection shed in a flood, never one with data still to deliver.
+func setAbortiveClose(_ fd: Int32) {
+    var abort = linger(l_onoff: 1, l_linger: 0)
+    _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, socklen_t(MemoryLayout<linger>.size))
+}
+
+/// Whether the peer has already closed or reset a socket that holds no byte from it (a connection
+/// that leaves without a word). One non-blocking peek: bytes waiting, or nothing yet, say no.
+func peerLeftWithoutAByte(_ fd: Int32) -> Bool {
+    var byte: UInt8 = 0
+    let got = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+    return got == 0 || (got < 0 && (errno == ECONNRESET || errno == EPIPE))
+}
+
 func errnoText(_ code: Int32) -> String { String(cString: strerror(code)) }

@@ -11,6 +11,9 @@ struct Counters: Equatable {
     var liveSessionObjects = 0
     /// Connections closed before their first request head to make room (`SilentConnections`).
     var silentReaped = 0
+    /// Connections that ended without sending a byte: they left, or stayed silent for
+    /// `header_timeout` (no line of their own).
+    var silentClosed = 0
     /// `refused` by reason, for the metrics.
     var refusedByReason: [RefusedReason: Int] = [:]
     var reloadsSucceeded = 0, reloadsFailed = 0
@@ -69,7 +72,7 @@ struct Counters: Equatable {
     /// Every count `+` adds (`CountersTests` checks that none is left out).
     private static var summed: [WritableKeyPath<Counters, Int>] {
         [\.accepted, \.rejected, \.refused, \.allowed, \.bypassed, \.unpinned, \.closed, \.bytesUp, \.bytesDown,
-         \.closedByReload, \.liveSessionObjects, \.silentReaped, \.reloadsSucceeded, \.reloadsFailed,
+         \.closedByReload, \.liveSessionObjects, \.silentReaped, \.silentClosed, \.reloadsSucceeded, \.reloadsFailed,
          \.interceptionsSuspected, \.unverifiedResumptions, \.mirrorsUnavailable, \.withoutClientHello]
     }
 }

@@ -24,7 +24,7 @@ struct StatsSample: Equatable {
         ("unpinned_total", \.counters.unpinned), ("rejected", \.counters.rejected), ("closed", \.counters.closed),
         ("bytes_up", \.counters.bytesUp), ("bytes_down", \.counters.bytesDown), ("probes", \.probes),
         ("probe_cache_hits", \.probeCacheHits), ("live_session_objects", \.counters.liveSessionObjects),
-        ("silent_reaped", \.counters.silentReaped),
+        ("silent_reaped", \.counters.silentReaped), ("silent_closed", \.counters.silentClosed),
         ("keylog_lines", \.keyLog.lines), ("keylog_kept", \.keyLog.kept), ("keylog_dropped", \.keyLog.dropped),
         ("keylog_unparsable", \.keyLog.unparsable), ("keylog_too_long", \.keyLog.tooLong), ("keylog_watches", \.keyLogWatches),
         ("keylog_watches_refused", \.keyLog.watchesRefused), ("keylog_skipped_bytes", \.keyLogSkippedBytes),

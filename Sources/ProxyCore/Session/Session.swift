@@ -54,17 +54,24 @@ final class Session {
         machine = SessionMachine(conn: id, client: client) { [weak worker] in worker?.isOwnAddress($0) ?? false }
         worker.sessionObjectMade()  // balanced by deinit, which runs even when this init fails below
         guard let side = BufferEvent(loop: worker.loop, socket: fd) else { return nil }
-        clientSide = side
-        setNoDelay(fd)
+        clientSide = side  // TCP_NODELAY: inherited from the listener (`Listener.tune`)
         side.route(to: self, read: sessionReadCB, write: nil, event: sessionEventCB)
         side.enable(EV_READ)
         work = .readingRequest(headerTimeout: Timer(loop: worker.loop, after: worker.snapshot.policy.proxy.headerTimeout) { [weak self] in
             guard let self else { return }
+            // A 408 is for a client that began a request; one that never spoke is only closed.
+            if sentNothing { return finish(.silent) }
             perform(machine.requestRejected(.headerTimeout))
         })
     }
 
     deinit { worker.sessionObjectFreed() }
+
+    /// Has not sent a byte since it connected (bytes of an unfinished head wait in the input).
+    private var sentNothing: Bool {
+        guard case .readingRequest = machine.state, let clientSide else { return false }
+        return evbuffer_get_length(clientSide.input) == 0
+    }
 
     /// Still waiting for its (next) request head (shutdown closes these at once).
     var isReadingRequest: Bool {
@@ -174,7 +181,17 @@ final class Session {
     }
 
     /// Ends the session without a refusal: shutdown, a hang-up, the relay's end.
-    func finish(_ reason: CloseReason) { perform(machine.ended(reason)) }
+    func finish(_ reason: CloseReason) {
+        guard reason == .reaped || sentNothing else { return perform(machine.ended(reason)) }
+        // One of thousands in a flood (the worker's summary line and the counters speak for them),
+        // or a connection that never asked for anything: no line of its own, as HAProxy's
+        // `dontlognull`. A reset frees its socket at once, without a FIN's round trip and the
+        // orphaned socket that waits for it.
+        _ = machine.ended(reason)
+        if reason != .reaped { worker.tally.withLock { $0.counters.silentClosed += 1 } }
+        clientSide?.abortOnClose()
+        release()
+    }
 
     /// Closes a silent connection to make room in a flood, whatever it is doing: one that is
     /// writing an answer (a 408, a TLS alert for a TLS-speaking client) is closed too, or a flood of
@@ -295,10 +312,6 @@ final class Session {
         case .release:
             release()
         case .close(let reason, let record):
-            if reason == .reaped {
-                release()  // one of thousands in a flood: the worker's summary line speaks for it
-                return
-            }
             var relay: Relay?
             if case .relaying(let r, _) = previous { relay = r }
             let closed = ClosedTunnel(record: record, bytesUp: relay?.bytesUp ?? 0, bytesDown: relay?.bytesDown ?? 0,

@@ -63,6 +63,9 @@ enum CloseReason: Equatable, Sendable {
     /// Closed before its first request head to make room in a flood of silent connections
     /// (`SilentConnections`); counted and summarised by the worker, no line of its own.
     case reaped
+    /// Sent not one byte within `header_timeout`: closed without an answer or a line of its own
+    /// (counted in `silent_closed`), as a connection that leaves without a byte is.
+    case silent
     /// A reload's policy refuses the open tunnel (a key deny-listed, a pin removed, …).
     case policyReload(ReloadCause)
     /// A pinned tunnel whose client had sent no ClientHello since its `200`, closed to make room for
@@ -82,6 +85,7 @@ enum CloseReason: Equatable, Sendable {
         case .shutdown: return "shutdown"
         case .debugBypassExpired: return "debug_bypass_expired"
         case .reaped: return "reaped"
+        case .silent: return "silent"
         case .reclaimed: return "reclaimed"
         case .policyReload: return "policy_reload"
         case .relay(.refused(let refusal)): return refusal.reason.code

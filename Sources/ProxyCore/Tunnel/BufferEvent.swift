@@ -37,6 +37,9 @@ final class BufferEvent {
     var output: OpaquePointer { bufferevent_get_output(ref) }
     var fd: Int32 { bufferevent_getfd(ref) }
 
+    /// The close that frees this socket sends a reset (`setAbortiveClose`).
+    func abortOnClose() { setAbortiveClose(fd) }
+
     /// Who the callbacks go to, if anyone.
     private var target: ObjectIdentifier?
 
