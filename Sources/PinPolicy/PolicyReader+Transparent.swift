@@ -4,6 +4,7 @@ import Yams
 extension PolicyReader {
     func readTransparent(_ f: Fields, into settings: inout ProxySettings) {
         var transparent = TransparentSettings()
+        transparent.line = f["transparent_listen"]?.mark?.line ?? 0
         if let n = f["transparent_listen"], let items = list(n, "proxy.transparent_listen", example: "[\"127.0.0.1:15001\", \"[::1]:15001\"]") {
             for item in items {
                 guard let text = string(item, "a proxy.transparent_listen address") else { continue }

@@ -8,6 +8,8 @@ public struct TransparentSettings: Hashable, Sendable {
     /// `transparent_mark`: `SO_MARK` on every upstream socket (probe, mirror, tunnel, plain
     /// forwarding); nil: none (the rules exempt pinproxy by its uid, `meta skuid`).
     public var mark: UInt32?
+    /// The line of `transparent_listen`, for `check`'s warnings.
+    public var line = 0
 
     public init() {}
 

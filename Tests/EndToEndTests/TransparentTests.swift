@@ -220,4 +220,47 @@ import TestSupport
         #expect(failed["detail"]?.contains("the redirect rules send pinproxy's own upstream connections back to it, a loop") == true, "\(failed)")
         #expect(!o.log.contains { $0["event"] == "started" }, "\(o.rawLog)")
     }
+
+    // MARK: the shipped rule sets
+
+    static let shipped = Paths.repository.appendingPathComponent("config/transparent").path
+
+    /// `nft -c -f`: parsed and checked against the kernel's rule types, without loading.
+    @Test(arguments: ["transparent-host.nft", "transparent-pod.nft"])
+    func theShippedRuleSetsCheck(file: String) throws {
+        let r = try run("/usr/sbin/nft", ["-c", "-f", "\(Self.shipped)/\(file)"], timeout: 30)
+        #expect(r.status == 0 && r.stderr.isEmpty, "\(r.stderr)")
+        // The check is real: a chain of the wrong type is refused.
+        let text = try String(contentsOfFile: "\(Self.shipped)/\(file)", encoding: .utf8)
+        let broken = try temporaryFile(text.replacingOccurrences(of: "type nat hook output", with: "type route hook input"), name: "broken.nft")
+        #expect(try run("/usr/sbin/nft", ["-c", "-f", broken], timeout: 30).status == 1)
+    }
+
+    /// The host's rule set, loaded as shipped, with the mark it exempts (`transparent_mark: 0x70`).
+    @Test func theShippedHostRulesPinWithTheMark() throws {
+        let nft = try String(contentsOfFile: "\(Self.shipped)/transparent-host.nft", encoding: .utf8)
+        let o = try Self.inNamespace(policy: Self.policy(), nft: nft, clients: [Self.curl("curl-good", address: "10.77.0.2"), Self.curl("curl-rogue", address: "10.77.0.3")])
+        #expect(o.stdout == "curl-good 200\ncurl-rogue 000\n", "stdout: \(o.stdout)\nstderr: \(o.stderr)\nlog: \(o.rawLog)")
+        #expect(o.lines("tunnel_allowed", originalDst: "10.77.0.2:443").count == 1, "\(o.rawLog)")
+        #expect(o.lines("tunnel_refused", originalDst: "10.77.0.3:443").first?["reason"] == "pin_mismatch", "\(o.rawLog)")
+    }
+
+    /// The pod's rule set, loaded as shipped, with pinproxy as uid 1337 (the sidecar's), no mark.
+    @Test func theShippedPodRulesPinWithTheSidecarsUid() throws {
+        let nft = try String(contentsOfFile: "\(Self.shipped)/transparent-pod.nft", encoding: .utf8)
+        let o = try Self.inNamespace(policy: Self.policy(mark: false), nft: nft, launch: "setpriv --reuid=1337 --regid=1337 --clear-groups",
+                                     clients: [Self.curl("curl-good", address: "10.77.0.2"), Self.curl("curl-rogue", address: "10.77.0.3")])
+        #expect(o.stdout == "curl-good 200\ncurl-rogue 000\n", "stdout: \(o.stdout)\nstderr: \(o.stderr)\nlog: \(o.rawLog)")
+        #expect(o.lines("tunnel_allowed", originalDst: "10.77.0.2:443").count == 1, "\(o.rawLog)")
+    }
+
+    /// `pinproxy check` lints the transparent settings (and starts nothing).
+    @Test func checkLintsTheTransparentSettings() throws {
+        let policy = try temporaryFile("version: 1\nproxy:\n  transparent_listen: [\"127.0.0.1:15001\"]\n  allowed_ports: [8443]\ndefaults:\n  unpinned: allow\n")
+        let r = try run(Paths.pinproxy, ["check", "--config", policy], timeout: 30)
+        #expect(r.status == 0, "\(r.stdout)\n\(r.stderr)")
+        let codes = r.stdout.split(separator: "\n").compactMap { $0.firstMatch(of: /warning\[([a-z_]+)\]/).map { String($0.1) } }
+        #expect(codes == ["transparent_clients_loopback_only", "transparent_exempt_by_uid", "transparent_port_not_allowed"], "\(r.stdout)")
+        #expect(r.stdout.contains("\(policy):3: warning[transparent_clients_loopback_only]"), "\(r.stdout)")
+    }
 }

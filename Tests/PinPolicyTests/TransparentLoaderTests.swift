@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import PinPolicy
 
@@ -30,5 +31,18 @@ import Testing
         expectError(header + "proxy:\n  transparent_listen: [\"127.0.0.1:15001\"]\n  transparent_mark: 0\n", line: 6, column: 21, "non-zero 32-bit mark")
         expectError(header + "proxy:\n  transparent_listen: [\"127.0.0.1:15001\"]\n  transparent_mark: 0x1ffffffff\n", line: 6, column: 21, "non-zero 32-bit mark")
         expectError(header + "proxy:\n  transparent_mark: 0x70\n", line: 5, column: 21, "proxy.transparent_listen is not")
+    }
+
+    /// `check`'s transparent warnings: each names the setting's line and what to do.
+    @Test func lintSaysWhatWouldCloseOrLoopRedirectedConnections() throws {
+        func codes(_ proxy: String) throws -> [String] {
+            try load(header + "proxy:\n  transparent_listen: [\"127.0.0.1:15001\"]\n" + proxy).get().lint(at: Date()).map(\.code)
+        }
+        #expect(try codes("") == ["transparent_clients_loopback_only", "transparent_exempt_by_uid"])
+        #expect(try codes("  allow_clients: [loopback, private]\n  transparent_mark: 0x70\n") == [])
+        #expect(try codes("  allow_clients: [loopback, 10.1.2.3]\n  transparent_mark: 0x70\n  allowed_ports: [8443]\n") == ["transparent_port_not_allowed"])
+        let warning = try #require(try load(header + "proxy:\n  transparent_listen: [\"127.0.0.1:15001\"]\n").get().lint(at: Date()).first)
+        #expect(warning.line == 5 && warning.message.contains("every one is closed at accept"))
+        #expect(try load(header).get().lint(at: Date()).isEmpty)
     }
 }
