@@ -263,4 +263,47 @@ import TestSupport
         #expect(codes == ["transparent_clients_loopback_only", "transparent_exempt_by_uid", "transparent_port_not_allowed"], "\(r.stdout)")
         #expect(r.stdout.contains("\(policy):3: warning[transparent_clients_loopback_only]"), "\(r.stdout)")
     }
+
+    // MARK: Java and Go, which read no proxy setting
+
+    /// The Go client, built once (its own build cache, no module download).
+    static let goClient: Result<String, HelperError> = {
+        do {
+            let directory = try temporaryDirectory()
+            let environment = ["PATH": "/usr/bin:/bin", "HOME": directory, "GOCACHE": directory + "/gocache", "GOPATH": directory + "/gopath",
+                               "GO111MODULE": "off", "CGO_ENABLED": "0"]
+            let r = try run("/usr/bin/go", ["build", "-o", directory + "/transparent_client", "\(Paths.scripts)/transparent_client.go"],
+                            environment: environment, timeout: 300)
+            guard r.status == 0 else { return .failure(HelperError(message: "go build failed: \(r.stderr)")) }
+            return .success(directory + "/transparent_client")
+        } catch {
+            return .failure(HelperError(message: "\(error)"))
+        }
+    }()
+
+    /// Java's HttpClient (no proxy setting: Java reads none of the environment's) and Go's net/http
+    /// with a Transport of its own: the good server's tunnel opens, the rogue's is refused, over
+    /// IPv4 and (Go) IPv6. Java finds the name through a hosts file of the JVM's own
+    /// (`jdk.net.hosts.file`), never the machine's; Go dials the address itself.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/java") && FileManager.default.isExecutableFile(atPath: "/usr/bin/go")))
+    func javaAndGoArePinnedThroughTheRedirect() throws {
+        let go = try Self.goClient.get()
+        let java = { (hosts: String) in
+            "java -Djdk.net.hosts.file=\(hosts) -Djavax.net.ssl.trustStore=trust.p12 -Djavax.net.ssl.trustStorePassword=changeit "
+                + "-Djavax.net.ssl.trustStoreType=PKCS12 \(Paths.scripts)/TransparentClient.java https://api.pinproxy.test/"
+        }
+        let o = try Self.inNamespace(policy: Self.policy(), clients: [
+            "keytool -importcert -noprompt -alias good -file \(Self.fixtures)/good-root.pem -keystore trust.p12 -storetype PKCS12 -storepass changeit >/dev/null",
+            "keytool -importcert -noprompt -alias rogue -file \(Self.fixtures)/rogue-root.pem -keystore trust.p12 -storetype PKCS12 -storepass changeit >/dev/null",
+            "echo '10.77.0.2 api.pinproxy.test' > hosts-good", "echo '10.77.0.3 api.pinproxy.test' > hosts-rogue",
+            java("hosts-good"), java("hosts-rogue"),
+            "\(go) https://api.pinproxy.test/ 10.77.0.2:443 \(Self.fixtures)/both-roots.pem",
+            "\(go) https://api.pinproxy.test/ 10.77.0.3:443 \(Self.fixtures)/both-roots.pem",
+            "\(go) https://api.pinproxy.test/ '[fd77::2]:443' \(Self.fixtures)/both-roots.pem",
+        ], timeout: 180)
+        #expect(o.stdout == "java 200\njava error SSLHandshakeException\ngo 200\ngo error\ngo 200\n", "stdout: \(o.stdout)\nstderr: \(o.stderr)\nlog: \(o.rawLog)")
+        #expect(o.lines("tunnel_allowed", originalDst: "10.77.0.2:443").count == 2 && o.lines("tunnel_allowed", originalDst: "[fd77::2]:443").count == 1,
+                "\(o.rawLog)")
+        #expect(o.lines("tunnel_refused", originalDst: "10.77.0.3:443").map { $0["reason"] } == ["pin_mismatch", "pin_mismatch"], "\(o.rawLog)")
+    }
 }
