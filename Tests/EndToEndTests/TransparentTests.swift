@@ -306,4 +306,29 @@ import TestSupport
                 "\(o.rawLog)")
         #expect(o.lines("tunnel_refused", originalDst: "10.77.0.3:443").map { $0["reason"] } == ["pin_mismatch", "pin_mismatch"], "\(o.rawLog)")
     }
+
+    // MARK: plain HTTP on a redirected port 80
+
+    /// A redirected port 80 carries origin-form requests: forwarded as a proxy client's plain HTTP
+    /// is (the `Host` header names the host: `resolve:` maps it here), a pinned host refused as a
+    /// downgrade, and all of it refused under `plain_http: refuse`; the lines name the original
+    /// destination.
+    @Test func plainHTTPOnPort80IsForwardedOrRefusedAsPlainHTTPIs() throws {
+        let plain = { (label: String, host: String) in
+            "curl -sS -o /dev/null -w '\(label) %{http_code}\\n' --max-time 15 --resolve '\(host):80:10.77.0.2' http://\(host)/page 2>>curl.err"
+        }
+        let forward = Self.policy() + "\nresolve:\n  plain.pinproxy.test: 10.77.0.2\n"
+        let o = try Self.inNamespace(policy: forward, clients: [plain("plain", "plain.pinproxy.test"), plain("pinned", "api.pinproxy.test"),
+                                                                 "curl -sS --max-time 15 --resolve plain.pinproxy.test:80:10.77.0.2 http://plain.pinproxy.test/page"])
+        #expect(o.stdout == "plain 200\npinned 403\nhello from plain host=plain.pinproxy.test\n", "stdout: \(o.stdout)\nstderr: \(o.stderr)\nlog: \(o.rawLog)")
+        let forwarded = o.lines("http_forwarded", originalDst: "10.77.0.2:80")
+        #expect(forwarded.count == 2 && forwarded.allSatisfy { $0["host"] == "plain.pinproxy.test" && $0["via"] == "transparent" && $0["status"] == "200" },
+                "\(o.rawLog)")
+        let pinned = try #require(o.lines("request_rejected", originalDst: "10.77.0.2:80").first, "\(o.rawLog)")
+        #expect(pinned["reason"] == "plain_http_to_pinned_host" && pinned["host"] == "api.pinproxy.test", "\(pinned)")
+
+        let refuse = try Self.inNamespace(policy: Self.policy(extraProxy: "  plain_http: refuse"), clients: [plain("plain", "plain.pinproxy.test")])
+        #expect(refuse.stdout == "plain 403\n", "stdout: \(refuse.stdout)\nlog: \(refuse.rawLog)")
+        #expect(refuse.lines("request_rejected", originalDst: "10.77.0.2:80").first?["reason"] == "plain_http_refused", "\(refuse.rawLog)")
+    }
 }

@@ -172,9 +172,12 @@ final class Session {
             worker.spoke(self)
             clientSide.setWatermark(EV_READ, low: 0, high: Self.earlyBytesCap)
             admit(authority)
-        case .http:
+        case .http(let headLength):  // a redirected plain port: forwarded as plain HTTP is (TransparentPlainHead)
             transparentHTTP = true
-            perform(machine.requestRejected(.badRequest("plain HTTP on a transparent listener is not forwarded (yet): only TLS")))
+            let head = Array(UnsafeBufferPointer(start: bytes, count: headLength))
+            evbuffer_drain(input, headLength)
+            worker.spoke(self)
+            perform(machine.plainRequest(head))
         }
     }
 
@@ -328,6 +331,7 @@ final class Session {
                 }
             }
             work = .forwarding(forwarder)
+            forwarder.transparent = transparent  // transparent mode: origin-form heads, lines with original_dst
             forwarder.received(head)
         case .answer(let refusal):
             respondAndLinger(refusal, host: nil)
