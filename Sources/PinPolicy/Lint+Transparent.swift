@@ -11,10 +11,8 @@ extension Policy {
             warnings.append(LintWarning(line: transparent.line, code: "transparent_clients_loopback_only", message:
                 "connections redirected to proxy.transparent_listen come from this host's own addresses (a pod's IP, the host's interface addresses), not from loopback, and proxy.allow_clients allows loopback only: every one is closed at accept; list the host's addresses in allow_clients (e.g. [loopback, private])"))
         }
-        if transparent.mark == nil {
-            warnings.append(LintWarning(line: transparent.line, code: "transparent_exempt_by_uid", message:
-                "proxy.transparent_mark is not set: the redirect rules must exempt pinproxy's own connections by its uid ('meta skuid != pinproxy', as /usr/share/pinproxy/transparent-pod.nft does for uid 1337), or they loop back into it (pinproxy refuses to start when it sees that)"))
-        }
+        // No warning without transparent_mark: exempting pinproxy's uid is as good (the pod rules do),
+        // and the start check refuses rules that would loop.
         if !proxy.allowedPorts.contains(443) {
             warnings.append(LintWarning(line: transparent.line, code: "transparent_port_not_allowed", message:
                 "proxy.allowed_ports does not allow 443: every redirected HTTPS connection to port 443 is refused (port_not_allowed)"))
