@@ -160,6 +160,17 @@ import TestSupport
         #expect(!o.log.contains { $0["event"] == "tunnel_refused" && $0["reason"] == "proxy_loop_detected" }, "\(o.rawLog)")
     }
 
+    /// The upstream is the address the client chose, not a name's mapping: with `resolve:` sending
+    /// the pinned name to the rogue server, a client that goes to the good one reaches the good one
+    /// (and one that goes to the rogue is refused there).
+    @Test func theUpstreamIsTheAddressTheClientChoseNotTheResolveMap() throws {
+        let policy = Self.policy() + "\nresolve:\n  api.pinproxy.test: 10.77.0.3\n"
+        let o = try Self.inNamespace(policy: policy, clients: [Self.python("10.77.0.2"), Self.python("10.77.0.3")])
+        #expect(o.stdout == "python 200\npython error TLSV1_ALERT_ACCESS_DENIED\n", "stdout: \(o.stdout)\nlog: \(o.rawLog)")
+        #expect(o.lines("tunnel_allowed", originalDst: "10.77.0.2:443").first?["address"] == "10.77.0.2", "\(o.rawLog)")
+        #expect(o.lines("tunnel_refused", originalDst: "10.77.0.3:443").first?["address"] == "10.77.0.3", "\(o.rawLog)")
+    }
+
     // MARK: no SNI
 
     /// A hello without SNI is matched by its original address: an `ip:` rule pins it (the server's
