@@ -164,7 +164,7 @@ final class Session {
         guard window > 0, let bytes = evbuffer_pullup(input, window) else { return }
         switch TransparentFirstFlight.read(UnsafeRawBufferPointer(start: bytes, count: window), origin: origin) {
         case .needMore:
-            let limit = bytes.pointee == 22 ? TransparentFirstFlight.helloLimit : settings.maxRequestBytes
+            let limit = TransparentFirstFlight.limit(firstByte: bytes.pointee, maxRequestBytes: settings.maxRequestBytes)
             if available >= limit { perform(machine.requestRejected(.tooLarge("the redirected connection's first flight is over \(limit) bytes"))) }
         case .refused(let refusal):
             perform(machine.requestRejected(refusal))

@@ -21,7 +21,7 @@ enum TransparentFirstFlight: Equatable {
 
     static func read(_ bytes: UnsafeRawBufferPointer, origin: TransparentOrigin) -> TransparentFirstFlight {
         guard let first = bytes.first else { return .needMore }
-        guard first == tlsContentTypeHandshakeByte else {
+        guard startsTLS(first) else {
             guard let length = ConnectRequest.headLength(in: bytes) else { return .needMore }
             return .http(headLength: length)
         }
@@ -46,8 +46,12 @@ enum TransparentFirstFlight: Equatable {
         }
     }
 
-    /// A TLS record of content type handshake (22) starts a ClientHello.
-    private static let tlsContentTypeHandshakeByte: UInt8 = 22
+    /// Whether a first byte starts a TLS record of content type handshake (22), as a ClientHello does.
+    static func startsTLS(_ firstByte: UInt8) -> Bool { firstByte == 22 }
+
+    /// The most a first flight may hold before it is refused as too large: a ClientHello's limit,
+    /// or `max_request_bytes` for an HTTP head.
+    static func limit(firstByte: UInt8, maxRequestBytes: Int) -> Int { startsTLS(firstByte) ? helloLimit : maxRequestBytes }
 
     /// What a refused transparent client is sent: a fatal `access_denied` alert (RFC 8446 §6.2),
     /// in a TLS 1.0 record as a ClientHello's first record is, so that the client reports a TLS
