@@ -71,6 +71,7 @@ extension Policy {
                 warn(debug.line, "debug_bypass_expired", "the debug bypass ended \(RFC3339.format(debug.until)); remove the debug: section")
             }
         }
+        warnings += transparentWarnings()  // Lint+Transparent.swift
         return warnings.sorted { $0.line < $1.line }
     }
 

@@ -57,6 +57,7 @@ extension PolicyReader {
         if let n = f["allowed_plain_ports"], let ports = ports(n, "proxy.allowed_plain_ports") { settings.allowedPlainPorts = ports }
         settings.ct = readCT(f)
         if let n = f["control_socket"] { settings.controlSocket = readControlSocket(n) }
+        readTransparent(f, into: &settings)  // transparent mode (PolicyReader+Transparent.swift)
         for address in settings.listen where !AddressSet.parse(["loopback"])!.contains(address.ip) && !settings.allowClientsExplicit {
             fail(f["listen"], "listening on \(address) (beyond loopback) needs an explicit proxy.allow_clients list, so that pinproxy is never an open proxy by accident")
         }

@@ -14,7 +14,7 @@ public enum PolicySection: String, CaseIterable, Sendable {
                       "connect_total_timeout", "probe_timeout", "client_hello_timeout", "idle_timeout", "verify_cache_ttl",
                       "drain_timeout", "log_format", "stats_interval", "keylog",
                       "upstream_proxy", "upstream_proxy_credentials_file", "relay", "metrics_listen", "plain_http",
-                      "allowed_plain_ports", "workers", "control_socket",
+                      "allowed_plain_ports", "workers", "control_socket", "transparent_listen", "transparent_mark",
                       "ct_log_list", "ct_log_list_key", "ct_list_max_age", "ct_stale_list"]
         case .dns: ["nameservers", "hosts_file"]
         case .keylog: ["path", "wait", "mode"]

@@ -115,6 +115,8 @@ public struct ProxySettings: Hashable, Sendable {
     /// `control_socket`: the absolute path of the Unix socket where `pinproxy quarantine` lists and
     /// lifts quarantines; nil: no control socket.
     public var controlSocket: String?
+    /// `transparent_listen`, `transparent_mark` (TransparentSettings.swift).
+    public var transparent = TransparentSettings()
 
     public init() {}
 }

@@ -176,3 +176,53 @@ import Testing
         }
     }
 }
+
+/// Transparent mode through the same machine: the original destination stands in for DNS, and the
+/// loop and `deny_destinations` judge it.
+@Suite struct TransparentSessionMachineTests {
+    func machine(original: String, ownAddress: String? = nil) -> SessionMachine {
+        SessionMachine(conn: 9, client: SessionMachineTests.client, original: SocketAddress.parse(original)!) { $0.description == ownAddress }
+    }
+
+    func authority(_ text: String) -> Authority { try! Authority.parse(text).get() }
+
+    @Test func aPinnedSNIIsProbedAtTheOriginalAddressNotTheResolveMap() {
+        var m = machine(original: "192.0.2.44:443")
+        let action = m.requestParsed(authority("api.example.test:443"), snapshot: SessionMachineTests.snapshot, stopping: false, tunnelAvailable: true)
+        guard case .probe(let key) = action else {
+            Issue.record("\(action)")
+            return
+        }
+        #expect(key.serverName == "api.example.test" && key.addresses == [IPAddress("192.0.2.44")!] && key.port == 443)
+        #expect(m.admitted?.original == SocketAddress.parse("192.0.2.44:443"))
+    }
+
+    @Test func aDeniedOriginalDestinationIsRefusedAndItsRecordNamesIt() {
+        var m = machine(original: "169.254.0.9:443")
+        let action = m.requestParsed(authority("open.example.test:443"), snapshot: SessionMachineTests.snapshot, stopping: false, tunnelAvailable: true)
+        guard case .refuse(let refusal, let record) = action else {
+            Issue.record("\(action)")
+            return
+        }
+        #expect(refusal.code == .policy(.destinationProhibited) && record.originalDestination == SocketAddress.parse("169.254.0.9:443"))
+    }
+
+    @Test func anOriginalDestinationThatIsPinproxyItselfIsALoop() {
+        var m = machine(original: "192.0.2.44:443", ownAddress: "192.0.2.44:443")
+        let action = m.requestParsed(authority("open.example.test:443"), snapshot: SessionMachineTests.snapshot, stopping: false, tunnelAvailable: true)
+        guard case .refuse(let refusal, _) = action else {
+            Issue.record("\(action)")
+            return
+        }
+        #expect(refusal.code == .network(.proxyLoopDetected))
+    }
+
+    @Test func aRejectedFirstFlightStillNamesTheOriginalDestination() {
+        var m = machine(original: "192.0.2.44:443")
+        guard case .reject(_, let record) = m.requestRejected(.headerTimeout) else {
+            Issue.record("not rejected")
+            return
+        }
+        #expect(record.originalDestination == SocketAddress.parse("192.0.2.44:443"))
+    }
+}

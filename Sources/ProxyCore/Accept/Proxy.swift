@@ -73,10 +73,19 @@ public final class Proxy {
         } else {
             for address in options.listen ?? snapshot.policy.proxy.listen { try listen(on: address) }
         }
+        // Transparent mode (issue 32): its listeners, then its start checks (Transparent/).
+        do {
+            for address in snapshot.policy.proxy.transparent.listen { transparentAddresses.append(try listenTransparent(on: address)) }
+            try TransparentStart.check(snapshot.policy.proxy.transparent)
+        } catch {
+            closeListeners()
+            throw error
+        }
         workerCount = WorkerCount.resolve(snapshot.policy.proxy.workers)
-        let shared = Worker.Shared(logger: logger, debugBypassEnabled: debugBypassEnabled, boundAddresses: boundAddresses,
+        var shared = Worker.Shared(logger: logger, debugBypassEnabled: debugBypassEnabled, boundAddresses: boundAddresses,
                                    budget: budget, resumptions: resumptions, expiries: RuleExpiryBook(), rotation: rotation, keyLogIntake: keyLog,
                                    quarantine: quarantine, workerCount: workerCount)
+        shared.transparentListeners = transparentAddresses
         supervisor.take((0..<workerCount).map { Worker(index: $0, snapshot: snapshot, shared: shared) })
         if let address = snapshot.policy.proxy.metricsListen {
             do {
@@ -111,6 +120,19 @@ public final class Proxy {
     private func listen(on address: SocketAddress) throws {
         try checkNotOpen(address)
         register(try Listener(loop: loop, address: address, onAccept: acceptCallback, onError: failureCallback))
+    }
+
+    /// Where the transparent listeners are bound (`proxy.transparent_listen`); apart from
+    /// `boundAddresses`, which are the proxy ports.
+    private(set) var transparentAddresses: [SocketAddress] = []
+
+    /// A transparent listener: accepted and handed over like the proxy port's connections (the
+    /// worker tells them apart by their local address, `TransparentOrigin`).
+    private func listenTransparent(on address: SocketAddress) throws -> SocketAddress {
+        try checkNotOpen(address)
+        let listener = try Listener(loop: loop, address: address, onAccept: acceptCallback, onError: failureCallback)
+        listeners.append(listener)
+        return listener.boundAddress ?? address
     }
 
     /// A listening socket systemd made for us (socket activation).
@@ -344,6 +366,7 @@ public final class Proxy {
             ("metrics_listen", .string(metrics.map { $0.boundAddress.description } ?? "off")),
             ("control_socket", .string(control?.path ?? "off")),
         ]
+        if !transparentAddresses.isEmpty { fields.append(("transparent_listen", .string(transparentAddresses.map(\.description).joined(separator: ",")))) }
         fields.append(("pid", .int(Int(getpid()))))
         fields.append(("version", .string(BuildInfo.version)))
         logger.emit(LogRecord(.info, "started", fields))

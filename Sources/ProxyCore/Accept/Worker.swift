@@ -29,6 +29,8 @@ final class Worker: @unchecked Sendable {
         let seenHellos = SeenHellos()
         /// How many workers share the accepted connections.
         let workerCount: Int
+        /// Where the transparent listeners are bound (`proxy.transparent_listen`).
+        var transparentListeners: [SocketAddress] = []
     }
 
     /// A worker's counters as the supervisor reads them for `stats`; written by the worker under
@@ -152,7 +154,8 @@ final class Worker: @unchecked Sendable {
             close(fd)
             return
         }
-        guard let session = Session(worker: self, id: id, fd: fd, client: client) else { return }
+        let transparent = TransparentOrigin.of(fd, listeners: shared.transparentListeners)  // nil: the proxy port
+        guard let session = Session(worker: self, id: id, fd: fd, client: client, transparent: transparent) else { return }
         sessions[id] = session
         tally.withLock { $0.sessions = sessions.count }
         admitSilent(id, client: client)
@@ -318,10 +321,11 @@ final class Worker: @unchecked Sendable {
     /// embedding (`IPAddress.embeddedIPv4`): a NAT64 or IPv4-compatible spelling of our address loops
     /// back to us as surely as the mapped one, and a false positive only refuses.
     func isOwnAddress(_ address: SocketAddress) -> Bool {
-        shared.boundAddresses.contains { bound in
+        let isIt = { (bound: SocketAddress) in
             bound.port == address.port
                 && (bound.ip == address.ip.unmapped || bound.ip == address.ip.embeddedIPv4 || bound.ip.bytes.allSatisfy { $0 == 0 })
         }
+        return shared.boundAddresses.contains(where: isIt) || shared.transparentListeners.contains(where: isIt)  // transparent ones too
     }
 
     /// Warnings the probe revealed; a rule past its `expires` is reported at error level once an

@@ -26,12 +26,19 @@ struct DecisionRecord {
     let conn: Int
     let client: SocketAddress
     let stage: Stage
+    /// Transparent mode: where the client was going before the redirect (also known before a
+    /// ClientHello was read); nil for a CONNECT.
+    private let original: SocketAddress?
 
-    init(conn: Int, client: SocketAddress, _ stage: Stage = .requested) {
+    init(conn: Int, client: SocketAddress, _ stage: Stage = .requested, original: SocketAddress? = nil) {
         self.conn = conn
         self.client = client
         self.stage = stage
+        self.original = original
     }
+
+    /// Transparent mode's original destination (`via=transparent original_dst=…`).
+    var originalDestination: SocketAddress? { original ?? asked?.original }
 
     // MARK: what the stages hold, for the lines
 

@@ -249,6 +249,10 @@ enum SessionLog {
     private static func identity(_ s: DecisionRecord) -> [(String, LogValue)] {
         var f: [(String, LogValue)] = [("conn", .int(s.conn)), ("client", .string(s.client.description))]
         f.reserveCapacity(10)
+        if let original = s.originalDestination {  // transparent mode (Transparent/)
+            f.append(("via", .string("transparent")))
+            f.append(("original_dst", .string(original.description)))
+        }
         // Each of the record's accessors copies its stage's payload: each is asked once.
         let judgement = s.judgement, address = s.address
         if let authority = s.authority {

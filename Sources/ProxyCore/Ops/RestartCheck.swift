@@ -41,6 +41,7 @@ struct RestartCheck {
         default:
             break
         }
+        changed += transparentChanges(from: old, to: new)  // RestartCheck+Transparent.swift
         return changed
     }
 }

@@ -26,14 +26,23 @@ extension Counters {
 
 extension Worker {
     /// Counts a plain-HTTP request's end, then logs it.
-    func log(_ end: PlainEnd, conn: Int, client: SocketAddress) {
+    func log(_ end: PlainEnd, conn: Int, client: SocketAddress, original: SocketAddress? = nil) {
         tally.withLock { $0.counters.count(end) }
+        // Transparent mode: where the redirected connection was going.
+        let emit = { [logger] (record: LogRecord) in
+            var record = record
+            if let original {
+                record["via"] = .string("transparent")
+                record["original_dst"] = .string(original.description)
+            }
+            logger.emit(record)
+        }
         switch end {
         case .exchange(let exchange, let outcome, let answered):
-            logger.emit(PlainLog.forwarded(exchange, outcome: outcome, conn: conn, client: client, duration: ContinuousClock.now - exchange.startedAt))
-            if let answered { logger.emit(PlainLog.rejected(answered, conn: conn, client: client, request: exchange.request)) }
+            emit(PlainLog.forwarded(exchange, outcome: outcome, conn: conn, client: client, duration: ContinuousClock.now - exchange.startedAt))
+            if let answered { emit(PlainLog.rejected(answered, conn: conn, client: client, request: exchange.request)) }
         case .refused(let refusal, let request):
-            logger.emit(PlainLog.rejected(refusal, conn: conn, client: client, request: request))
+            emit(PlainLog.rejected(refusal, conn: conn, client: client, request: request))
         }
     }
 }

@@ -99,8 +99,12 @@ final class PlainForwarder {
         if machine.isBetweenRequests { onClientReadable() }
     }
 
+    /// Transparent mode: the connection was redirected here (its heads are in origin-form).
+    var transparent: TransparentOrigin?
+
     /// A request head, read by the session (the first) or by the forwarder (those kept alive after it).
     func received(_ head: [UInt8]) {
+        let head = transparent.map { TransparentPlainHead.absoluteForm(head, origin: $0) } ?? head
         let keptServerIdle = serverSide.map { evbuffer_get_length($0.input) == 0 } ?? false
         step { $0.headRead(head, policy: worker.snapshot.policy, keptServerIdle: keptServerIdle, at: .now) }
     }
@@ -152,7 +156,7 @@ final class PlainForwarder {
         case .none:
             break
         case .refuse(let refusal, let request):
-            worker.log(.refused(refusal, request), conn: conn, client: clientAddress)
+            worker.log(.refused(refusal, request), conn: conn, client: clientAddress, original: transparent?.original)
             onEnd(.refused(refusal))
         case .lookUp(let name):
             client.disable(EV_READ)  // the body is read once the server is reached
@@ -184,7 +188,7 @@ final class PlainForwarder {
     private func finish(_ outcome: PlainOutcome, _ exchange: PlainExchange, then after: ExchangeMachine.After) {
         var answered: Refusal?
         if case .answer(let refusal) = after { answered = refusal }
-        worker.log(.exchange(exchange, outcome, answered: answered), conn: conn, client: clientAddress)
+        worker.log(.exchange(exchange, outcome, answered: answered), conn: conn, client: clientAddress, original: transparent?.original)
         switch after {
         case .answer(let refusal): onEnd(.refused(refusal))
         case .close: closeClient()

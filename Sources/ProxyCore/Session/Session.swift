@@ -47,11 +47,17 @@ final class Session {
     /// When the tunnel opened, for the close line's `duration_ms`.
     private var openedAt: ContinuousClock.Instant?
 
-    init?(worker: Worker, id: Int, fd: Int32, client: SocketAddress) {
+    /// Transparent mode: where the kernel redirected this connection from; nil for the proxy port.
+    let transparent: TransparentOrigin?
+    /// Transparent mode: the client's first bytes were an HTTP request (answered in HTTP, not a TLS alert).
+    private var transparentHTTP = false
+
+    init?(worker: Worker, id: Int, fd: Int32, client: SocketAddress, transparent: TransparentOrigin? = nil) {
         self.worker = worker
         self.id = id
         self.client = client
-        machine = SessionMachine(conn: id, client: client) { [weak worker] in worker?.isOwnAddress($0) ?? false }
+        self.transparent = transparent
+        machine = SessionMachine(conn: id, client: client, original: transparent?.original) { [weak worker] in worker?.isOwnAddress($0) ?? false }
         worker.sessionObjectMade()  // balanced by deinit, which runs even when this init fails below
         guard let side = BufferEvent(loop: worker.loop, socket: fd) else { return nil }
         clientSide = side  // TCP_NODELAY: inherited from the listener (`Listener.tune`)
@@ -99,6 +105,7 @@ final class Session {
             }
             return
         }
+        if let transparent { return readTransparent(transparent, clientSide) }  // its first bytes stand for its CONNECT
         let input = clientSide.input
         if let first = evbuffer_pullup(input, 1), let wrong = WrongProtocol.detect(firstByte: first.pointee) {
             return perform(machine.requestRejected(wrong.refusal))
@@ -124,25 +131,60 @@ final class Session {
             // Early tunnel bytes may wait in the input buffer, but not without bound; reading on
             // lets us notice a client that hangs up while we resolve and probe.
             clientSide.setWatermark(EV_READ, low: 0, high: Self.earlyBytesCap)
-            let snapshot = worker.snapshot  // this CONNECT is judged by the policy in force now
-            // The slot is taken before the machine decides (workers share max_tunnels: a check
-            // now and a take later could let two workers both take the last one); the machine's
-            // answer keeps it or gives it back (syncTunnelSlot).
-            var slot = !worker.stopping && worker.takeTunnelSlot()
-            // At max_tunnels, a CONNECT the policy admits takes the slot of a tunnel still without
-            // its hello; one it refuses needs none (and closes nobody's tunnel).
-            if !slot, !worker.stopping, AdmissionGate.admit(request.authority, client: client.ip, policy: snapshot.policy, kind: .connect).refusal == nil {
-                slot = worker.reclaimTunnelSlot()
-            }
-            tunnelSlotTaken = slot
-            perform(machine.requestParsed(request.authority, snapshot: snapshot, stopping: worker.stopping, tunnelAvailable: slot))
-            syncTunnelSlot()
+            admit(request.authority)
         case .failure(let problem):
             switch problem {
             case .methodNotAllowed: perform(machine.requestRejected(.methodNotAllowed(problem.detail)))
             case .tooManyHeaders: perform(machine.requestRejected(.tooLarge(problem.detail)))
             case .malformed, .badTarget: perform(machine.requestRejected(.badRequest(problem.detail)))
             }
+        }
+    }
+
+    /// What a CONNECT asked for (or a transparent connection's ClientHello stands for), through the
+    /// one admission: the machine decides, judged by the policy in force now.
+    private func admit(_ authority: Authority) {
+        let snapshot = worker.snapshot
+        // The slot is taken before the machine decides (workers share max_tunnels: a check
+        // now and a take later could let two workers both take the last one); the machine's
+        // answer keeps it or gives it back (syncTunnelSlot).
+        var slot = !worker.stopping && worker.takeTunnelSlot()
+        // At max_tunnels, a CONNECT the policy admits takes the slot of a tunnel still without
+        // its hello; one it refuses needs none (and closes nobody's tunnel).
+        if !slot, !worker.stopping, AdmissionGate.admit(authority, client: client.ip, policy: snapshot.policy, kind: .connect).refusal == nil {
+            slot = worker.reclaimTunnelSlot()
+        }
+        tunnelSlotTaken = slot
+        perform(machine.requestParsed(authority, snapshot: snapshot, stopping: worker.stopping, tunnelAvailable: slot))
+        syncTunnelSlot()
+    }
+
+    // MARK: transparent mode (issue 32; the reading is TransparentFirstFlight's)
+
+    /// A redirected connection's first bytes stand for the CONNECT its client never wrote. A
+    /// ClientHello is only looked at: it stays in the input, where the tunnel's stream check reads
+    /// it as the client's first flight, exactly as a CONNECT client's hello after the `200`.
+    private func readTransparent(_ origin: TransparentOrigin, _ clientSide: BufferEvent) {
+        let input = clientSide.input
+        let available = evbuffer_get_length(input)
+        let window = min(available, TransparentFirstFlight.helloLimit)
+        guard window > 0, let bytes = evbuffer_pullup(input, window) else { return }
+        switch TransparentFirstFlight.read(UnsafeRawBufferPointer(start: bytes, count: window), origin: origin) {
+        case .needMore:
+            let limit = TransparentFirstFlight.limit(firstByte: bytes.pointee, maxRequestBytes: settings.maxRequestBytes)
+            if available >= limit { perform(machine.requestRejected(.tooLarge("the redirected connection's first flight is over \(limit) bytes"))) }
+        case .refused(let refusal):
+            perform(machine.requestRejected(refusal))
+        case .tls(let authority):
+            worker.spoke(self)
+            clientSide.setWatermark(EV_READ, low: 0, high: Self.earlyBytesCap)
+            admit(authority)
+        case .http(let headLength):  // a redirected plain port: forwarded as plain HTTP is (TransparentPlainHead)
+            transparentHTTP = true
+            let head = Array(UnsafeBufferPointer(start: bytes, count: headLength))
+            evbuffer_drain(input, headLength)
+            worker.spoke(self)
+            perform(machine.plainRequest(head))
         }
     }
 
@@ -306,6 +348,7 @@ final class Session {
                 }
             }
             work = .forwarding(forwarder)
+            forwarder.transparent = transparent  // transparent mode: origin-form heads, lines with original_dst
             forwarder.received(head)
         case .answer(let refusal):
             respondAndLinger(refusal, host: nil)
@@ -372,7 +415,7 @@ final class Session {
         }
         pendingUpstream = nil
         worker.tally.withLock { $0.counters.count(decision) }
-        sendEstablished(on: clientSide)
+        if transparent == nil { sendEstablished(on: clientSide) }  // a redirected client asked nothing of a proxy
         openedAt = .now
         // The judgement's warnings and the rotation book, after the 200 (a refusal notes them on its
         // own way out), before the decision line as they always came.
@@ -477,7 +520,8 @@ final class Session {
         pendingUpstream = nil
         dropMirrors()
         guard let clientSide else { return release() }
-        let response = refusal.response(host: host)
+        // A redirected TLS client is answered in TLS (TransparentFirstFlight.refusalAlert).
+        let response = transparent != nil && !transparentHTTP ? TransparentFirstFlight.refusalAlert : refusal.response(host: host)
         evbuffer_add(clientSide.output, response, response.count)
         clientSide.setWatermark(EV_READ, low: 0, high: 0)
         clientSide.route(to: self, read: sessionReadCB, write: sessionFlushedCB, event: sessionEventCB)

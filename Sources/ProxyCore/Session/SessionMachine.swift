@@ -6,6 +6,9 @@ import TLSInspection
 struct AskedConnect {
     let authority: Authority
     let snapshot: PolicySnapshot
+    /// Transparent mode: the original destination the kernel redirected from (the upstream, never
+    /// a DNS answer); nil for a CONNECT.
+    var original: SocketAddress? = nil
 }
 
 /// How admission let a CONNECT through.
@@ -142,11 +145,14 @@ struct SessionMachine {
     let client: SocketAddress
     /// Whether an address is one pinproxy itself listens on (a CONNECT there is a loop).
     private let isOwnAddress: (SocketAddress) -> Bool
+    /// Transparent mode: the connection's original destination (TransparentOrigin); nil for the proxy port.
+    let original: SocketAddress?
     private(set) var state = State.readingRequest
 
-    init(conn: Int, client: SocketAddress, isOwnAddress: @escaping (SocketAddress) -> Bool) {
+    init(conn: Int, client: SocketAddress, original: SocketAddress? = nil, isOwnAddress: @escaping (SocketAddress) -> Bool) {
         self.conn = conn
         self.client = client
+        self.original = original
         self.isOwnAddress = isOwnAddress
     }
 
@@ -198,7 +204,7 @@ struct SessionMachine {
     /// a 403 whatever the load, and only one that may open a tunnel takes a slot.
     mutating func requestParsed(_ authority: Authority, snapshot: PolicySnapshot, stopping: Bool, tunnelAvailable: Bool) -> Action {
         guard case .readingRequest = state else { preconditionFailure("request parsed in \(state)") }
-        let admitted = AskedConnect(authority: authority, snapshot: snapshot)
+        let admitted = AskedConnect(authority: authority, snapshot: snapshot, original: original)
         if stopping { return refuse(.shuttingDown, record(.asked(admitted))) }
         let policy = snapshot.policy
         let basis: AdmissionBasis
@@ -213,6 +219,8 @@ struct SessionMachine {
         case .ip(let ip):
             return addressesKnown([ip])
         case .name(let name):
+            // Transparent mode: the client chose the address; the pins decide whether it is the server.
+            if let original { return addressesKnown([original.ip]) }
             // Behind a parent proxy, the parent resolves names (deny_destinations then applies to
             // IP-literal targets only: pinproxy never learns the address).
             if let parent = policy.proxy.upstreamProxy { return throughParent(admitted, basis, ParentHop(parent: parent, target: authority)) }
@@ -360,7 +368,7 @@ struct SessionMachine {
 
     // MARK: helpers
 
-    private func record(_ stage: DecisionRecord.Stage) -> DecisionRecord { DecisionRecord(conn: conn, client: client, stage) }
+    private func record(_ stage: DecisionRecord.Stage) -> DecisionRecord { DecisionRecord(conn: conn, client: client, stage, original: original) }
 
     private mutating func refuse(_ refusal: Refusal, _ record: DecisionRecord) -> Action {
         state = .lingering

@@ -90,6 +90,12 @@ final class Connector {
             failures.append((address, .refused(errno: code)))
             return tryNext()
         }
+        // Transparent mode: pinproxy's own connections carry proxy.transparent_mark (UpstreamMark).
+        if case let code = UpstreamMark.apply(to: fd), code != 0 {
+            failures.append((address, .refused(errno: code)))
+            clear(closing: true)
+            return tryNext()
+        }
         let rc = address.withSockaddr { connect(fd, $0, socklen_t($1)) }
         if rc != 0 && errno != EINPROGRESS {
             failures.append((address, .refused(errno: errno)))
