@@ -69,3 +69,17 @@ extension PolicySnapshot {
         }
     }
 }
+
+extension PolicySnapshot {
+    /// An open tunnel judged again, on the chain its stream check read, else its probe's. Through a
+    /// parent proxy the address it reached is the parent's: `deny_destinations` judged the target.
+    func rejudge(_ admitted: AskedConnect, _ passage: Passage, at address: SocketAddress, stream: StreamSummary?, client: IPAddress,
+                 debugBypassEnabled: Bool) -> ReloadVerdict {
+        var probe: Judgement?
+        if case .pinned(_, let judgement, _) = passage { probe = judgement }
+        let judged = stream?.judged
+        let viaParent = admitted.snapshot.policy.proxy.upstreamProxy != nil
+        return rejudge(admitted.authority, client: client, address: viaParent ? nil : address.ip, chain: judged?.der ?? probe?.presentedDER,
+                       delivered: judged?.delivered ?? probe?.delivered ?? .none, at: Date(), debugBypassEnabled: debugBypassEnabled)
+    }
+}

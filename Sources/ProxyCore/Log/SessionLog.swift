@@ -382,11 +382,14 @@ enum SessionLog {
 }
 
 extension Logger {
-    /// A session's decision line, built only when its level is written (at `warning` the lines of
-    /// allowed and unpinned tunnels cost nothing).
-    func emitDecision(_ record: DecisionRecord, _ decision: TunnelDecision) {
+    /// A tunnel's decision line (`tunnel_allowed`, `tunnel_bypassed`, `tunnel_unpinned`), built only
+    /// when its level is written (at `warning` the lines of allowed and unpinned tunnels cost
+    /// nothing), with the worker whose loop carries the tunnel (its close line comes from the same one).
+    func emitDecision(_ record: DecisionRecord, _ decision: TunnelDecision, worker: Int) {
         guard SessionLog.level(of: decision) >= logLevel else { return }
-        emit(SessionLog.decision(record, decision))
+        var line = SessionLog.decision(record, decision)
+        line["worker"] = .int(worker)
+        emit(line)
     }
 
     /// A session's end line, built only when its level is written.
