@@ -3,7 +3,7 @@ import PinPolicy
 import TLSInspection
 
 /// Why a reload closes an open tunnel, with the evidence its detail names. `code` is the
-/// `tunnel_closed` line's `reason`: a policy refusal's reason, or `unverified_chain`.
+/// `tunnel_closed` line's `reason`: a policy refusal's reason, or `TunnelReason.unverifiedChain`.
 enum ReloadCause: Equatable, Sendable {
     /// The address the tunnel reached is in the reloaded `deny_destinations`.
     case addressDenied(IPAddress)
@@ -21,7 +21,7 @@ enum ReloadCause: Equatable, Sendable {
         case .addressDenied: return RefusalReason.destinationProhibited.rawValue
         case .admissionRefused(let cause): return cause.refusal.reason
         case .chainRefused(let reason, _): return reason.rawValue
-        case .pinnedWithoutChain, .chainUnparsable: return "unverified_chain"
+        case .pinnedWithoutChain, .chainUnparsable: return TunnelReason.unverifiedChain.rawValue
         }
     }
 

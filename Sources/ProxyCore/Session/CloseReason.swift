@@ -1,3 +1,5 @@
+import PinPolicy
+
 /// Why a session ended without a refusal: the `close_reason` of `tunnel_closed`.
 enum CloseReason: Equatable, Sendable {
     case relay(RelayEnd)
@@ -15,21 +17,23 @@ enum CloseReason: Equatable, Sendable {
     case reclaimed
 
     var code: String {
+        let close: CloseCode
         switch self {
-        case .relay(.finished): return "eof"
-        case .relay(.reset(let side)): return "\(side.rawValue)_reset"
-        case .relay(.failed(let side)): return "\(side.rawValue)_error"
-        case .relay(.idle): return "idle_timeout"
-        case .relay(.noClientHello): return "client_hello_timeout"
-        case .relay(.clientLeft): return "client_closed"
-        case .clientClosed: return "client_closed"
-        case .clientError: return "client_error"
-        case .shutdown: return "shutdown"
-        case .debugBypassExpired: return "debug_bypass_expired"
-        case .reaped: return "reaped"
-        case .reclaimed: return "reclaimed"
-        case .policyReload: return "policy_reload"
+        case .relay(.finished): close = .eof
+        case .relay(.reset(let side)): close = side == .client ? .clientReset : .upstreamReset
+        case .relay(.failed(let side)): close = side == .client ? .clientError : .upstreamError
+        case .relay(.idle): close = .idleTimeout
+        case .relay(.noClientHello): close = .clientHelloTimeout
+        case .relay(.clientLeft): close = .clientClosed
+        case .clientClosed: close = .clientClosed
+        case .clientError: close = .clientError
+        case .shutdown: close = .shutdown
+        case .debugBypassExpired: close = .debugBypassExpired
+        case .reaped: close = .reaped
+        case .reclaimed: close = .reclaimed
+        case .policyReload: close = .policyReload
         case .relay(.refused(let refusal)): return refusal.reason.code
         }
+        return close.rawValue
     }
 }
