@@ -9,7 +9,7 @@
 // The first input byte picks the limit (low bit: default or 2000 bytes) and a split position (the
 // other seven bits, as a fraction of the length); the rest is the bytes a peer sent. Both readers
 // read them in one piece, in two pieces cut there, and one byte at a time, and must give the same
-// result (STYLE §8: split at every byte gives the same result as one piece). Besides "does not
+// result (split at every byte gives the same result as one piece). Besides "does not
 // crash", each check a property: the bytes taken stay within the input and the limit.
 
 enum ClientRun: Equatable {

@@ -44,7 +44,7 @@ public enum PlainFile {
     }
 
     /// The file's bytes, at most `limit` of them. Retries `EINTR`; traps on `EBADF`/`EFAULT`, which
-    /// only a bug here can cause (STYLE §10); every other failure is a `ReadError`.
+    /// only a bug here can cause (a programmer's error traps, the environment's is a value); every other failure is a `ReadError`.
     public static func contents(of path: String, limit: Int) throws(ReadError) -> [UInt8] {
         func failure(_ code: Int32) -> ReadError {
             precondition(code != EBADF && code != EFAULT, "PlainFile.contents(of: \(path)): \(String(cString: strerror(code)))")

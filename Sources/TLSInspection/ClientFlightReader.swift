@@ -1,7 +1,7 @@
 /// Client → server direction. Default limit 64 KiB (the ClientHello may span records).
 ///
 /// Reads the first bytes a client sends through a tunnel, in whatever pieces they arrive, up to
-/// its first ClientHello. The stream check (DESIGN pipeline step 7) compares that hello's SNI with
+/// its first ClientHello. The stream check (ProxyCore's `StreamCheck`) compares that hello's SNI with
 /// the CONNECT host and refuses a tunnel that does not start with TLS at all.
 public struct ClientFlightReader: Sendable {
     private enum State: Sendable {

@@ -11,7 +11,7 @@ public enum ServerFlightEvent: Equatable, Sendable {
 /// Reads what a server sends in plaintext, in whatever pieces it arrives: the ServerHello (with a
 /// HelloRetryRequest before it), and on TLS ≤ 1.2 the Certificate the stream check judges before
 /// the client has it, and the session id and ticket that TLS 1.2 resumption is checked against
-/// (DESIGN pipeline step 7).
+/// (ProxyCore's `StreamCheck`).
 public struct ServerFlightReader: Sendable {
     private enum Stage: Sendable {
         /// Nothing read yet, or a HelloRetryRequest was (then the real ServerHello follows the

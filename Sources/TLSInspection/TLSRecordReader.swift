@@ -2,7 +2,7 @@
 // `ClientFlightReader` and `ServerFlightReader`. Pure Swift over bytes (no OpenSSL, no Foundation),
 // so Fuzz/TLSReaderFuzz.swift can compile these files on their own.
 //
-// Shaped like swift-nio's SNIHandler (STYLE §8): one function per wire struct with the RFC struct
+// Shaped like swift-nio's SNIHandler: one function per wire struct with the RFC struct
 // quoted above it, named constants, and every vector sliced to its declared length before anything
 // inside it is read. Bytes are processed strictly in stream order and every decision is taken at a
 // fixed stream position (a header byte, a record's end), so however the input is split into pieces
@@ -58,8 +58,8 @@ extension TLSReadError: CustomStringConvertible {
     }
 }
 
-/// What the record layer hands up. Malformed input is thrown (`TLSReadError`), the third case of
-/// STYLE §8's `RecordRead`, typed so the readers can rethrow it unchanged.
+/// What the record layer hands up: more bytes needed, or a value. Malformed input, the third
+/// outcome, is thrown (`TLSReadError`), typed so the readers can rethrow it unchanged.
 enum RecordRead<T> {
     case needMoreData
     case parsed(T)

@@ -131,4 +131,40 @@ import TestSupport
         guard let record = records.first, let said = readme.first, let minutes = Int(record[2]), let seconds = Int(record[3]) else { return }
         #expect(Int(said[1]) == (minutes * 60 + seconds + 30) / 60, "README says \(said[0]); docs/development.md measured \(record[0])")
     }
+
+    /// docs/development.md's table of ProxyCore's folders names each folder of the tree, and no
+    /// folder that is not there.
+    @Test func theFolderTableIsTheTree() throws {
+        let development = try String(contentsOf: Paths.repository.appendingPathComponent("docs/development.md"), encoding: .utf8)
+        guard let header = development.range(of: "| folder | what |") else {
+            Issue.record("docs/development.md has no folder table")
+            return
+        }
+        var rows = Set<String>()
+        for line in development[header.upperBound...].split(separator: "\n", omittingEmptySubsequences: false).dropFirst(2) {
+            guard line.hasPrefix("| `") else { break }
+            rows.insert(String(line.dropFirst(3).prefix { $0 != "`" }).trimmingCharacters(in: CharacterSet(charactersIn: "/")))
+        }
+        let root = Paths.repository.appendingPathComponent("Sources/ProxyCore").path
+        let folders = Set(try FileManager.default.contentsOfDirectory(atPath: root).filter { name in
+            var isDirectory: ObjCBool = false
+            return FileManager.default.fileExists(atPath: root + "/" + name, isDirectory: &isDirectory) && isDirectory.boolValue
+        })
+        #expect(rows == folders, "in the table only: \(rows.subtracting(folders).sorted()); in the tree only: \(folders.subtracting(rows).sorted())")
+    }
+
+    /// The code's comments stand on their own: none cites a design file that is not in the repository.
+    @Test func noCommentCitesADocumentOutsideTheRepository() throws {
+        let citation = try NSRegularExpression(pattern: "\\b(DESIGN|STYLE|STACK|POLICY)(\\.md\\b| §| step| pipeline)")
+        for folder in ["Sources", "Tests", "Fuzz", "Benchmarks"] {
+            let root = Paths.repository.appendingPathComponent(folder)
+            guard let walk = FileManager.default.enumerator(atPath: root.path) else { continue }
+            for case let path as String in walk where path.hasSuffix(".swift") || path.hasSuffix(".sh") || path.hasSuffix(".py") {
+                guard path != "DocsTests.swift", !path.hasSuffix("/DocsTests.swift") else { continue }
+                let text = try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
+                let found = citation.matches(in: text, range: NSRange(text.startIndex..., in: text)).map { String(text[Range($0.range, in: text)!]) }
+                #expect(found.isEmpty, "\(folder)/\(path) cites \(found)")
+            }
+        }
+    }
 }

@@ -6,7 +6,7 @@ import TestSupport
 // The passive TLS reader against real flights (TLSReaderVectors.swift, captured on loopback by
 // Fixtures/capture-flights.py) and hand-broken variants of them. Every vector goes through the
 // drip driver (one byte at a time), the blast driver (one piece) and a two-piece split at every
-// position, and all must agree (STYLE §8).
+// position, and all must agree.
 
 let apiHost = "api.pinproxy.test"
 

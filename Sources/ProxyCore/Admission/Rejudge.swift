@@ -3,7 +3,7 @@ import PinPolicy
 import TLSInspection
 
 /// Why a reload closes an open tunnel, with the evidence its detail names. `code` is the
-/// `tunnel_closed` line's `reason`: a policy refusal's reason, or `unverified_chain`.
+/// `tunnel_closed` line's `reason`: a policy refusal's reason, or `TunnelReason.unverifiedChain`.
 enum ReloadCause: Equatable, Sendable {
     /// The address the tunnel reached is in the reloaded `deny_destinations`.
     case addressDenied(IPAddress)
@@ -21,7 +21,7 @@ enum ReloadCause: Equatable, Sendable {
         case .addressDenied: return RefusalReason.destinationProhibited.rawValue
         case .admissionRefused(let cause): return cause.refusal.reason
         case .chainRefused(let reason, _): return reason.rawValue
-        case .pinnedWithoutChain, .chainUnparsable: return "unverified_chain"
+        case .pinnedWithoutChain, .chainUnparsable: return TunnelReason.unverifiedChain.rawValue
         }
     }
 
@@ -67,5 +67,19 @@ extension PolicySnapshot {
             guard case .refused(let reason) = evaluation.verdict else { return .stands }
             return .closes(.chainRefused(reason, failure: evaluation.chainFailure?.detail))
         }
+    }
+}
+
+extension PolicySnapshot {
+    /// An open tunnel judged again, on the chain its stream check read, else its probe's. Through a
+    /// parent proxy the address it reached is the parent's: `deny_destinations` judged the target.
+    func rejudge(_ admitted: AskedConnect, _ passage: Passage, at address: SocketAddress, stream: StreamSummary?, client: IPAddress,
+                 debugBypassEnabled: Bool) -> ReloadVerdict {
+        var probe: Judgement?
+        if case .pinned(_, let judgement, _) = passage { probe = judgement }
+        let judged = stream?.judged
+        let viaParent = admitted.snapshot.policy.proxy.upstreamProxy != nil
+        return rejudge(admitted.authority, client: client, address: viaParent ? nil : address.ip, chain: judged?.der ?? probe?.presentedDER,
+                       delivered: judged?.delivered ?? probe?.delivered ?? .none, at: Date(), debugBypassEnabled: debugBypassEnabled)
     }
 }

@@ -38,7 +38,7 @@ import PinPolicy
     public static func emitDecisionAndClose(_ tunnel: Tunnel, conn: Int, to logger: Logger) {
         let record = DecisionRecord(conn: conn, client: SocketAddress(ip: IPAddress("127.0.0.1")!, port: 50000),
                                     .opened(tunnel.asked, tunnel.passage, address: tunnel.address))
-        logger.emitDecision(record, tunnel.passage.decision)
+        logger.emitDecision(record, tunnel.passage.decision, worker: 0)
         let closed = ClosedTunnel(record: record, bytesUp: 517, bytesDown: 1_048_576 + conn, duration: .milliseconds(12), stream: nil, relay: .copy)
         logger.emitEnd(.closed(.relay(.finished), closed))
     }

@@ -106,10 +106,10 @@ enum SessionLog {
                 r["reason"] = .string(cause.code)
                 r["detail"] = .string(cause.detail)
             } else if let why = closed.stream?.unverifiedBecause, closed.stream?.verification == .probeOnly {
-                r["reason"] = .string("mirror_unavailable")
+                r["reason"] = .string(TunnelReason.mirrorUnavailable.rawValue)
                 r["detail"] = .string(why)
             } else if closed.stream?.verification == .resumptionUnverified {
-                r["reason"] = .string("resumption_unverified")
+                r["reason"] = .string(TunnelReason.resumptionUnverified.rawValue)
                 r["detail"] = .string("the client resumed a TLS 1.3 session and wrote no key-log line: the handshake shows no chain and no mirror can copy its PSK binder, so nothing verified this tunnel (refused under require_keylog and while the host is quarantined)")
             }
             return r
@@ -195,7 +195,7 @@ enum SessionLog {
         let detail = downgrade
             ? "the client offered TLS 1.3 and the server answered the probe with TLS 1.3, but the tunnel with \(version): a downgrade or a different server"
             : "the tunnel negotiated \(version), the probe \(probe): \(clientOfferedTLS13 ? "the server chose it" : "the client did not offer TLS 1.3")"
-        r.fields += [("probe_tls", .string(probe.description)), ("reason", .string("tls_version_changed")), ("stage", .string("stream")),
+        r.fields += [("probe_tls", .string(probe.description)), ("reason", .string(TunnelReason.tlsVersionChanged.rawValue)), ("stage", .string("stream")),
                      ("detail", .string(detail))]
         return r
     }
@@ -386,11 +386,14 @@ enum SessionLog {
 }
 
 extension Logger {
-    /// A session's decision line, built only when its level is written (at `warning` the lines of
-    /// allowed and unpinned tunnels cost nothing).
-    func emitDecision(_ record: DecisionRecord, _ decision: TunnelDecision) {
+    /// A tunnel's decision line (`tunnel_allowed`, `tunnel_bypassed`, `tunnel_unpinned`), built only
+    /// when its level is written (at `warning` the lines of allowed and unpinned tunnels cost
+    /// nothing), with the worker whose loop carries the tunnel (its close line comes from the same one).
+    func emitDecision(_ record: DecisionRecord, _ decision: TunnelDecision, worker: Int) {
         guard SessionLog.level(of: decision) >= logLevel else { return }
-        emit(SessionLog.decision(record, decision))
+        var line = SessionLog.decision(record, decision)
+        line["worker"] = .int(worker)
+        emit(line)
     }
 
     /// A session's end line, built only when its level is written.

@@ -18,7 +18,7 @@ import PinPolicy
 ///   reads holds one answer at most.
 ///
 /// Owns its listener and its connections. Bound to the thread of the loop it was made on.
-final class MetricsServer {
+final class MetricsServer: LoopAcceptor {
     static let maxHeaderBytes = 8192
     /// Seconds a connection may live, from accept to the last byte of its answer.
     static let deadlineSeconds = 5.0
@@ -29,7 +29,7 @@ final class MetricsServer {
     private let listener: OpaquePointer
     private let render: () -> String
     /// Oldest first.
-    private var connections: [MetricsConnection] = []
+    private var connections: [OneAnswerConnection] = []
     private var acceptPause: Timer?
     /// The address it listens on (the port the kernel chose for port 0).
     let boundAddress: SocketAddress
@@ -59,8 +59,8 @@ final class MetricsServer {
         boundAddress = SocketAddress.local(of: evconnlistener_get_fd(made)) ?? address
         // Unretained: `deinit` frees the listener, so no callback can run once the server is gone.
         let context = Unmanaged.passUnretained(self).toOpaque()
-        evconnlistener_set_cb(made, metricsAcceptCB, context)
-        evconnlistener_set_error_cb(made, metricsAcceptFailedCB)
+        evconnlistener_set_cb(made, loopAcceptCB, context)
+        evconnlistener_set_error_cb(made, loopAcceptFailedCB)
         evconnlistener_enable(made)
     }
 
@@ -69,7 +69,7 @@ final class MetricsServer {
         evconnlistener_free(listener)
     }
 
-    fileprivate func accept(_ fd: Int32) {
+    func accept(_ fd: Int32) {
         // Full: the oldest connection that has not sent its request yet makes room (a real scrape
         // sends it at once and is answered within a turn of the loop, so it never holds a slot
         // for long); only when all are being answered is the newcomer refused.
@@ -83,27 +83,24 @@ final class MetricsServer {
             return
         }
         guard let side = BufferEvent(loop: loop, socket: fd) else { return }
-        let connection = MetricsConnection(loop: loop, side: side, server: self)
-        connections.append(connection)
-        connection.start(deadline: Self.deadlineSeconds)
+        // One request head, bounded.
+        connections.append(OneAnswerConnection(loop: loop, side: side, readLimit: Self.maxHeaderBytes + 1, deadline: Self.deadlineSeconds) { [weak self] received in
+            guard let self else { return nil }
+            let head = ConnectRequest.headLength(in: UnsafeRawBufferPointer(received))
+            if let head, head <= Self.maxHeaderBytes { return answer(to: Array(received[..<head])) }
+            guard head != nil || received.count > Self.maxHeaderBytes else { return nil }
+            return Self.answer(431, "Request Header Fields Too Large", "the request head is over \(Self.maxHeaderBytes) bytes\n")
+        } closed: { [weak self] connection in
+            self?.connections.removeAll { $0 === connection }
+        })
     }
 
     /// Out of descriptors: stop accepting for a second instead of spinning, as the proxy's own
     /// listeners do.
-    fileprivate func acceptFailed() {
-        evconnlistener_disable(listener)
-        acceptPause = Timer(loop: loop, after: 1) { [weak self] in
-            guard let self else { return }
-            evconnlistener_enable(listener)
-        }
-    }
-
-    fileprivate func closed(_ connection: MetricsConnection) {
-        connections.removeAll { $0 === connection }
-    }
+    func acceptFailed() { acceptPause = pauseAccepting(listener, on: loop) }
 
     /// The answer to one complete request head.
-    fileprivate func answer(to head: [UInt8]) -> [UInt8] {
+    private func answer(to head: [UInt8]) -> [UInt8] {
         guard case .success(let request) = HTTPHead.parse(head), request.start.2 == "HTTP/1.1" || request.start.2 == "HTTP/1.0" else {
             return Self.answer(400, "Bad Request", "not an HTTP/1.x request\n")
         }
@@ -127,64 +124,6 @@ final class MetricsServer {
 
 @available(*, unavailable) extension MetricsServer: Sendable {}
 
-/// One scrape: read a head (bounded), answer once, close once the answer is out — all before the
-/// server's deadline.
-private final class MetricsConnection {
-    private let loop: EventLoop
-    private let side: BufferEvent
-    private weak var server: MetricsServer?
-    private var deadline: Timer?
-    private(set) var answered = false
-
-    init(loop: EventLoop, side: BufferEvent, server: MetricsServer) {
-        self.loop = loop
-        self.side = side
-        self.server = server
-    }
-
-    func start(deadline seconds: Double) {
-        deadline = Timer(loop: loop, after: seconds) { [weak self] in self?.close() }
-        side.route(to: self, read: metricsReadCB, write: metricsWrittenCB, event: metricsEventCB)
-        side.setWatermark(EV_READ, low: 0, high: MetricsServer.maxHeaderBytes + 1)
-        side.enable(EV_READ)
-    }
-
-    fileprivate func readable() {
-        guard !answered, let server else { return }
-        let input = side.input
-        let available = evbuffer_get_length(input)
-        guard let bytes = evbuffer_pullup(input, available) else { return }
-        let head = ConnectRequest.headLength(in: UnsafeRawBufferPointer(start: bytes, count: available))
-        if let head, head <= MetricsServer.maxHeaderBytes {
-            respond(server.answer(to: Array(UnsafeBufferPointer(start: bytes, count: head))))
-        } else if head != nil || available > MetricsServer.maxHeaderBytes {
-            respond(MetricsServer.answer(431, "Request Header Fields Too Large", "the request head is over \(MetricsServer.maxHeaderBytes) bytes\n"))
-        }
-    }
-
-    private func respond(_ bytes: [UInt8]) {
-        answered = true
-        side.disable(EV_READ)  // one answer per connection: what else the client sends is not read
-        evbuffer_drain(side.input, evbuffer_get_length(side.input))
-        evbuffer_add(side.output, bytes, bytes.count)
-    }
-
-    /// The answer is out: half-close, read what the client sent after its request (bounded), then
-    /// close — a close with unread bytes would reset the connection and could cut the answer.
-    fileprivate func written() {
-        guard answered else { return }
-        side.shutdownWrite()
-        var sink = [UInt8](repeating: 0, count: 4096)
-        for _ in 0..<16 where recv(side.fd, &sink, sink.count, Int32(MSG_DONTWAIT)) > 0 {}
-        close()
-    }
-
-    func close() {
-        deadline = nil
-        server?.closed(self)  // the last reference: the bufferevent is freed with this object
-    }
-}
-
 /// Sends a short answer on a socket nobody else owns and closes it: half-close first and read what
 /// the client already sent, so the close does not reset the answer away.
 func answerAndClose(_ fd: Int32, _ answer: [UInt8]) {
@@ -193,33 +132,4 @@ func answerAndClose(_ fd: Int32, _ answer: [UInt8]) {
     var sink = [UInt8](repeating: 0, count: 4096)
     for _ in 0..<16 where recv(fd, &sink, sink.count, Int32(MSG_DONTWAIT)) > 0 {}
     close(fd)
-}
-
-private let metricsAcceptCB: evconnlistener_cb = { _, fd, _, _, ctx in
-    guard let ctx else { preconditionFailure("a metrics listener without its server") }
-    let server = Unmanaged<MetricsServer>.fromOpaque(ctx).takeUnretainedValue()
-    withExtendedLifetime(server) { server.accept(fd) }
-}
-
-private let metricsAcceptFailedCB: evconnlistener_errorcb = { _, ctx in
-    guard let ctx else { preconditionFailure("a metrics listener without its server") }
-    Unmanaged<MetricsServer>.fromOpaque(ctx).takeUnretainedValue().acceptFailed()
-}
-
-private let metricsReadCB: bufferevent_data_cb = { _, ctx in
-    guard let ctx else { preconditionFailure("a metrics connection without its context") }
-    let connection = Unmanaged<MetricsConnection>.fromOpaque(ctx).takeUnretainedValue()
-    withExtendedLifetime(connection) { connection.readable() }
-}
-
-private let metricsWrittenCB: bufferevent_data_cb = { _, ctx in
-    guard let ctx else { preconditionFailure("a metrics connection without its context") }
-    let connection = Unmanaged<MetricsConnection>.fromOpaque(ctx).takeUnretainedValue()
-    withExtendedLifetime(connection) { connection.written() }
-}
-
-private let metricsEventCB: bufferevent_event_cb = { _, _, ctx in
-    guard let ctx else { preconditionFailure("a metrics connection without its context") }
-    let connection = Unmanaged<MetricsConnection>.fromOpaque(ctx).takeUnretainedValue()
-    withExtendedLifetime(connection) { connection.close() }
 }

@@ -42,8 +42,7 @@ public enum OneShotProbe {
         var waiter: ProbeHub.Waiter?
         let serverName: String? = if case .name(let n) = authority.target { n } else { nil }
 
-        func probeAddresses(_ addresses: [IPAddress]) {
-            let key = ProbeHub.Key(serverName: serverName, port: authority.port, addresses: addresses)
+        func probe(_ key: ProbeHub.Key) {
             waiter = probes?.probe(key, settings: settings) { result in
                 switch result.outcome {
                 case .failed(let refusal): finish(.failure(Failure(description: refusal.detail, nothingListens: refusal.nothingListens)))
@@ -53,21 +52,16 @@ public enum OneShotProbe {
                 }
             }
         }
+        func probeAddresses(_ addresses: [IPAddress]) {
+            probe(ProbeHub.Key(serverName: serverName, port: authority.port, addresses: addresses))
+        }
 
         if let connectTo {
             probeAddresses(connectTo)
         } else if let parent = settings.upstreamProxy {
             // Behind a parent proxy, as the proxy itself probes: the parent resolves the name.
-            let key = ProbeHub.Key(serverName: serverName, port: authority.port, addresses: authority.target.ipValue.map { [$0] } ?? [],
-                                   parent: ParentHop(parent: parent, target: authority))
-            waiter = probes?.probe(key, settings: settings) { result in
-                switch result.outcome {
-                case .failed(let refusal): finish(.failure(Failure(description: refusal.detail, nothingListens: refusal.nothingListens)))
-                case .chain(let certificates, let proof):
-                    finish(.success(Seen(presented: certificates, address: result.address!, tlsVersion: result.tlsVersion?.description ?? "", proof: proof,
-                                                   delivered: result.delivered)))
-                }
-            }
+            probe(ProbeHub.Key(serverName: serverName, port: authority.port, addresses: authority.target.ipValue.map { [$0] } ?? [],
+                               parent: ParentHop(parent: parent, target: authority)))
         } else {
             switch authority.target {
             case .ip(let ip): probeAddresses([ip])

@@ -1,3 +1,5 @@
+import PinPolicy
+
 /// Two looks that carried the same ClientHello were shown different chains, each proved by the
 /// server, one passing an enforced rule and one failing it (`SameHelloLooks`, `ConfirmingLook`):
 /// what only an interceptor choosing its connections shows. Logged as `interception_suspected` and

@@ -1,7 +1,7 @@
 import Foundation
 import TLSInspection
 
-/// The mirror check of one pinned TLS 1.3 tunnel (DESIGN step 7): on its own connection, opened
+/// The mirror check of one pinned TLS 1.3 tunnel, part of the stream check: on its own connection, opened
 /// with the tunnel's, it sends a mirror of the client's ClientHello — the same bytes but for what
 /// must be fresh (random, session id, key shares of pinproxy's own, PSK fields) — in random order
 /// with the client's, computes the handshake secrets itself, and reads the chain the server shows
@@ -110,7 +110,7 @@ final class MirrorCheck {
     /// A mirror connection that failed while the tunnel's was made is lost like one closed after its
     /// hello: an interceptor that refused one of two look-alike connects at random must not win
     /// the other by it.
-    private static func progress(after end: MirrorConnection.End) -> Progress {
+    static func progress(after end: MirrorConnection.End) -> Progress {
         switch end {
         case .connectFailed(let why): return .lost("the mirror connection could not be made while the tunnel's was: \(why)")
         case .closed(let why): return .lost("the mirror connection ended before the server's flight: \(why)")

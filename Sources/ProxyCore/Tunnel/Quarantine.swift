@@ -22,14 +22,7 @@ final class Quarantine: @unchecked Sendable {
     }
 
     /// Why a quarantine ended: the `reason` of `quarantine_lifted`.
-    enum Lift: String, Sendable {
-        /// Its time ran out.
-        case expired
-        /// A reload changed the rule it was caught under.
-        case ruleChanged = "rule_changed"
-        /// An operator lifted it through the control socket (`pinproxy quarantine lift`).
-        case `operator`
-    }
+    typealias Lift = QuarantineLift
 
     /// What `enter` did.
     enum Entered: Equatable {

@@ -133,24 +133,29 @@ extension StreamCheck {
 
     /// What a mirror found, judged once: its chain under the rule, as a stream chain is.
     private func note(_ mirror: MirrorCheck, _ progress: MirrorCheck.Progress, _ now: Date) {
-        let finding: MirrorFinding
+        guard let finding = finding(for: progress, now) else { return }
+        mirror.finding = finding
+    }
+
+    /// What a mirror's progress means for the tunnel (nil while it is pending).
+    func finding(for progress: MirrorCheck.Progress, _ now: Date) -> MirrorFinding? {
         switch progress {
         case .pending:
-            return
+            return nil
         case .shown(let chain, _, let delivered):
-            if let refusal = judge(chain, now, verifying: .probeAndMirror, stage: .mirror, delivered: delivered) { finding = .refused(refusal) } else { finding = .passed }
+            guard let refusal = judge(chain, now, verifying: .probeAndMirror, stage: .mirror, delivered: delivered) else { return .passed }
+            return .refused(refusal)
         case .invalid(let detail):
             // Unproved: a flight its chain's key did not sign proves no chain, so it is this
             // tunnel's refusal and never an incident by itself.
-            finding = .refused(refuse(.mirrorInvalid, "the server's flight on the mirror check does not verify: \(detail)", now, stage: .mirror))
+            return .refused(refuse(.mirrorInvalid, "the server's flight on the mirror check does not verify: \(detail)", now, stage: .mirror))
         case .failed(let detail):
-            finding = .refused(refuse(.mirrorFailed, "the server's answer on the mirror check proves no chain: \(detail)", now, stage: .mirror))
+            return .refused(refuse(.mirrorFailed, "the server's answer on the mirror check proves no chain: \(detail)", now, stage: .mirror))
         case .lost(let detail):
-            finding = .refused(refuse(.mirrorLost, detail, now, stage: .mirror))
+            return .refused(refuse(.mirrorLost, detail, now, stage: .mirror))
         case .unavailable(let detail):
-            finding = .unavailable(detail)
+            return .unavailable(detail)
         }
-        mirror.finding = finding
     }
 
     /// A mirror's refusal, if one refused (the first, in the order the mirrors were made).

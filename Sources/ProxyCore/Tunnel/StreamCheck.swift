@@ -2,7 +2,7 @@ import Foundation
 import PinPolicy
 import TLSInspection
 
-/// The stream check (DESIGN step 7): reads the first flights of a tunnel as they cross the relay and
+/// The stream check: reads the first flights of a tunnel as they cross the relay and
 /// checks the connection the client really uses — not the probe's.
 ///
 /// - Every tunnel: an SNI that selects another enforced rule than the CONNECT's is closed (`SNIScope`).
@@ -64,8 +64,8 @@ final class StreamCheck {
         var awaitingConfirmation: Confirmation?
     }
 
-    private var madeLooks: Looks?
-    private var looks: Looks {
+    var madeLooks: Looks?
+    var looks: Looks {
         if let madeLooks { return madeLooks }
         let made = Looks()
         madeLooks = made
@@ -381,125 +381,5 @@ final class StreamCheck {
         }
         summary.verifiedBy = .probeAndStream
         return nil
-    }
-
-    // MARK: judging
-
-    /// The chain the client is about to receive, judged like the probe's: nil when it passes (or is
-    /// let through), else the refusal.
-    func judge(_ ders: [[UInt8]], _ now: Date, verifying verification: Verification = .probeAndStream,
-               stage: StreamStage = .stream, delivered: DeliveredSCTs = .none) -> Inspection? {
-        // A reload that no longer pins the host left nothing to judge by.
-        guard case .pinned(let rule, let probe) = context.pinning else { return nil }
-        let validation: ChainValidation, evaluation: Evaluation
-        var ders = ders
-        var isProbes = false
-        if let probe, probe.presentedDER == ders {
-            // Byte for byte the chain the probe saw, judged under this same snapshot and rule; the
-            // probe's copy is kept (shared with the verification cache), the one just read is dropped.
-            (validation, evaluation) = (probe.validation, probe.evaluation)
-            ders = probe.presentedDER
-            isProbes = true
-        } else {
-            guard let presented = Certificate.chain(fromDER: ders) else {
-                return refuse(.malformedTLS, "a certificate in the server's Certificate message does not parse", now, stage: stage)
-            }
-            (validation, evaluation) = context.snapshot.judge(presented, target: context.authority.target, rule: rule, at: now,
-                                                              debugBypassEnabled: context.debugBypassEnabled, delivered: delivered)
-        }
-        let judged = StreamSummary.JudgedChain(der: ders, validation: validation, evaluation: evaluation, delivered: delivered, isProbes: isProbes)
-        // The tunnel's own chain (stream, key log) is what its lines show; a mirror's, until one
-        // is judged, or when it is the refusal's evidence.
-        let refused: Bool
-        if case .refused = evaluation.verdict { refused = true } else { refused = false }
-        if stage == .stream || summary.judged == nil || (refused && summary.verifiedBy != .probeAndKeylog) { summary.judged = judged }
-        // What failed, in words: the chain's validation, CT's shortfall when CT is the reason (a
-        // chain may fail both its pins and CT; the pins' refusal is named first), else the reason.
-        func failing(_ reason: RefusalReason) -> String {
-            let why = evaluation.chainFailure?.detail ?? (reason == .ctNotCompliant ? evaluation.ctShortfall : nil) ?? reason.rawValue
-            return "the chain the server sent \(stage == .mirror ? "on the mirror check" : "in the tunnel") fails the rule: \(why)"
-        }
-        switch evaluation.verdict {
-        case .refused(let reason):
-            let detail = failing(reason)
-            var refusal = StreamRefusal(reason: .policy(reason), detail: detail, stage: stage)
-            refusal.alertClient = true
-            act(on: looks.sameHello.failed(SameHelloLooks.FailedLook(stage: stage, reason: .policy(reason), detail: detail, judged: judged)))
-            return .refuse(refusal)
-        case .bypassed(let reason, let basis):
-            overlook(StreamSummary.Overlooked(reason: .policy(reason), detail: failing(reason), basis: basis, stage: stage))
-        case .allowed, .unpinned:
-            act(on: looks.sameHello.passed(ders))
-            if stage == .stream { summary.verifiedBy = verification }  // a mirror's word counts once every mirror has spoken
-        }
-        return nil
-    }
-
-    /// What a look with this tunnel's hello adds: an incident when it disagrees with another such
-    /// look, a confirming look when it is the first to fail.
-    private func act(on finding: SameHelloLooks.Finding) {
-        switch finding {
-        case .none:
-            return
-        case .disagreement(let failed, let passed):
-            looks.awaitingConfirmation = nil
-            let detail = "\(failed.detail), while another look with the same ClientHello was shown a chain that passes (leaf \(Self.leafPin(passed)))"
-            notify?(.caught(InterceptionCatch(stage: failed.stage, reason: failed.reason, detail: detail, chain: failed.judged.der), judged: failed.judged))
-        case .unconfirmed(let failed):
-            guard case .pinned(let rule, _) = context.pinning, let hello = madeReading?.hello else { return }
-            let judge = LookJudge(snapshot: context.snapshot, rule: rule, target: context.authority.target, debugBypassEnabled: context.debugBypassEnabled)
-            looks.awaitingConfirmation = Confirmation(failed: failed, hello: hello.hello, records: hello.records, judge: judge)
-            confirmWhenSettled()
-        }
-    }
-
-    /// Sends the awaiting confirmation once no other look with the same hello is under way.
-    func confirmWhenSettled() {
-        // A mirror counts as under way until its finding is noted (it is told a loop turn after
-        // it decides).
-        if let checks = phase.tls13Checks, checks.mirrors.contains(where: { $0.finding == nil }) || checks.keyLog?.holding == true {
-            return
-        }
-        sendAwaitingConfirmation()
-    }
-
-    /// Sends the awaiting confirmation now: also when the tunnel is about to be refused, whose end
-    /// stops the looks still under way (they will not speak), and after which the session no
-    /// longer has the tunnel to start it from.
-    private func sendAwaitingConfirmation() {
-        guard let confirmation = madeLooks?.awaitingConfirmation else { return }
-        madeLooks?.awaitingConfirmation = nil
-        notify?(.unconfirmed(confirmation))
-    }
-
-    /// The SPKI pin of a chain's leaf, for a line's detail.
-    static func leafPin(_ chain: [[UInt8]]) -> String {
-        guard let leaf = chain.first, let certificate = Certificate.chain(fromDER: [leaf])?.first else { return "unreadable" }
-        return certificate.facts.spki.description
-    }
-
-    /// A refusal. Only a TLS 1.3 key-log line missing or wrong (which leaves the tunnel where it
-    /// would be without a key log: probe-only), or an SNI problem that `SNIScope` says may be
-    /// (never a name another enforced rule holds), is let through, by report mode or an active debug
-    /// bypass (then noted); the server's chain is still judged after an SNI, deny list and all.
-    /// What leaves nothing to judge — bytes that are not TLS, a flight that does not parse, a
-    /// resumption of an unknown session — is refused in every mode: letting it through would let a
-    /// deny-listed key through unseen.
-    func refuse(_ reason: StreamReason, _ detail: String, _ now: Date, stage: StreamStage = .stream) -> Inspection {
-        let overlookable: Set<StreamReason> = [.keylogMissing, .keylogInvalid, .mirrorInvalid, .mirrorFailed, .mirrorLost, .quarantined]
-        return refuse(reason, detail, overlookableBy: overlookable.contains(reason) ? context.bypassBasis(at: now) : nil, stage: stage)
-    }
-
-    private func refuse(_ reason: StreamReason, _ detail: String, overlookableBy basis: BypassBasis?, stage: StreamStage = .stream) -> Inspection {
-        guard context.isPinned, let basis else {
-            return .refuse(StreamRefusal(reason: reason, detail: detail, stage: stage))
-        }
-        overlook(StreamSummary.Overlooked(reason: reason, detail: detail, basis: basis, stage: stage))
-        return .done
-    }
-
-    func overlook(_ note: StreamSummary.Overlooked) {
-        summary.overlooked = note
-        notify?(.overlooked(note))
     }
 }

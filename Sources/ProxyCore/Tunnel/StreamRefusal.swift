@@ -1,3 +1,5 @@
+import PinPolicy
+
 /// A stream refusal with its evidence.
 struct StreamRefusal: Equatable, Sendable {
     let reason: StreamReason

@@ -31,7 +31,8 @@ final class Connector {
     /// The start of the parent's answer head, taken off the socket while the rest was awaited.
     private var answerSoFar: [UInt8] = []
 
-    private enum Failure {
+    /// How one address failed.
+    enum Failure: Equatable {
         case timedOut
         case refused(errno: Int32)
         case injected
@@ -197,15 +198,19 @@ final class Connector {
 
     /// Calls back with `refusal`, or with how the addresses failed (refused or timed out).
     private func fail(_ refusal: Refusal? = nil) {
-        let detail = failures.isEmpty ? "no address to connect to" : failures.map { "\($0.address): \($0.failure.text)" }.joined(separator: "; ")
-        let allTimedOut = !failures.isEmpty && failures.allSatisfy { if case .timedOut = $0.failure { true } else { false } }
-        var refusal: Refusal = refusal ?? (allTimedOut ? .connectionTimeout(detail) : .connectionRefused(detail))
-        if refusal.code == .network(.connectionRefused), !failures.isEmpty,
-           failures.allSatisfy({ if case .refused(ECONNREFUSED) = $0.failure { true } else { false } }) {
-            refusal.nothingListens = true
-        }
         let done = completion
         completion = nil
-        done?(.failed(refusal))
+        done?(.failed(refusal ?? Self.refusal(after: failures)))
+    }
+
+    /// What every address failing says: a timeout when each timed out, else a refused connection
+    /// (`nothingListens` when each refused with ECONNREFUSED), naming each address and how it failed.
+    static func refusal(after failures: [(address: SocketAddress, failure: Failure)]) -> Refusal {
+        let detail = failures.isEmpty ? "no address to connect to" : failures.map { "\($0.address): \($0.failure.text)" }.joined(separator: "; ")
+        let allTimedOut = !failures.isEmpty && failures.allSatisfy { $0.failure == .timedOut }
+        guard !allTimedOut else { return .connectionTimeout(detail) }
+        var refusal = Refusal.connectionRefused(detail)
+        refusal.nothingListens = !failures.isEmpty && failures.allSatisfy { $0.failure == .refused(errno: ECONNREFUSED) }
+        return refusal
     }
 }

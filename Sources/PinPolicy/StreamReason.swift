@@ -1,5 +1,3 @@
-import PinPolicy
-
 /// Why the stream check closes a tunnel.
 public enum StreamReason: Hashable, Sendable {
     /// The client's first bytes are not a TLS ClientHello (a pinned tunnel carries only TLS).
