@@ -10,8 +10,9 @@ import PinPolicy
 /// at most half of the limit, past which its own oldest go first. A real client sends its request
 /// within milliseconds of connecting, so it is not the oldest while a flood goes on; before a
 /// connection is closed the worker says what it is doing (`Activity`): one whose bytes are arriving
-/// is spared, one already answered goes only after every one that has sent nothing, and one that
-/// has sent part of its head (a slow client) only after those. Connections that have spoken are not counted here: the
+/// is spared, one already answered goes only after every one that has sent nothing, a pinned
+/// tunnel still without its client's hello after those, and one that has sent part of its head (a
+/// slow client) last. Connections that have spoken are not counted here: the
 /// descriptors outside this limit are their reserve.
 ///
 /// A pinned tunnel whose client has not sent its ClientHello since its `200` is silent again, and
@@ -79,6 +80,12 @@ struct SilentConnections {
         case idle
         /// Already answered (a 408, a TLS alert, a refusal lingering while it is written): next.
         case answered
+        /// A pinned tunnel the policy let through, its `200` sent, still without its client's
+        /// ClientHello: after every connection that asked for nothing or was refused. A real client
+        /// takes milliseconds to send its hello, and a flood of connections that never speak turns a
+        /// small book over in fewer (measured under 1,024 descriptors: a real tunnel shed in that
+        /// moment, curl's "SSL connect error").
+        case awaitingHello
         /// Part of a head read, the rest still to come (a slow client): only when none of the above
         /// is left.
         case trickling

@@ -102,7 +102,7 @@ final class Relay {
         if recv(sides.client.bev.fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) > 0 { return .arriving }
         // Part of a hello held is no reason to spare a tunnel: a flood would send each of its
         // tunnels one byte to be shed after real clients' tunnels in their moment before the hello.
-        return .idle
+        return .awaitingHello
     }
 
     /// The check refused on `side`'s bytes. A server that answers a client already gone (its close
