@@ -15,7 +15,9 @@ import TestSupport
         let session = directory + "/session.pem", request = directory + "/request.txt"
         var command = "openssl s_client -proxy 127.0.0.1:\(proxy) -connect api.pinproxy.test:\(port) -servername api.pinproxy.test "
             + "-CAfile '\(Paths.fixture("both-roots.pem"))' "
-        command += earlyData ? "-sess_in '\(session)' -early_data '\(request)' </dev/null" : "-sess_out '\(session)' -ign_eof < '\(request)'"
+        // -ign_eof: s_client reads to the server's close (nginx closes after its answer) instead of
+        // quitting at its own empty stdin, which raced the answer's arrival.
+        command += earlyData ? "-sess_in '\(session)' -early_data '\(request)' -ign_eof </dev/null" : "-sess_out '\(session)' -ign_eof < '\(request)'"
         let r = try run("/bin/sh", ["-c", command], timeout: 20)
         return r.stdout + r.stderr
     }

@@ -46,7 +46,7 @@ final class Listener {
                      onError: @escaping (Listener, Int32) -> Void) throws(Proxy.StartError) {
         evutil_make_socket_nonblocking(fd)
         let flags = UInt32(LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC)
-        guard let made = evconnlistener_new(loop.base, nil, nil, flags, -1, fd) else {
+        guard let made = evconnlistener_new(loop.base, nil, nil, flags, Self.backlog, fd) else {
             throw .cannotListen(address, errnoText(errno))
         }
         Self.tune(fd)
@@ -71,16 +71,17 @@ final class Listener {
     /// The accept queue asked for: more than any kernel grants, so it is `net.core.somaxconn`
     /// (4,096 by default). libevent's own default, 128, fills in a moment under a flood of
     /// connections, and the kernel then drops every SYN, a real client's too (it tries again only
-    /// a second later). A socket systemd made keeps the `Backlog=` of its unit.
+    /// a second later). A socket systemd made gets the same (`listen` again raises its queue).
     static let backlog: Int32 = 65535
 
     /// How long the kernel holds a connection that has sent no byte before passing it to `accept`
     /// (`TCP_DEFER_ACCEPT`, in seconds; the kernel rounds it to SYN-ACK retransmissions). A client of
-    /// a proxy always speaks first, so this costs real clients nothing; a flood of connections that
-    /// never speak waits in the kernel's SYN queue instead of taking descriptors and the workers'
-    /// time. Past the listen backlog the kernel answers with SYN cookies and such connections are
-    /// accepted at once, as without it; after the deferral a silent connection is accepted and then
-    /// handled as today (`header_timeout`, reaped oldest-first when there are too many).
+    /// a proxy always speaks first, so a real client is handed over with its request; up to the
+    /// listen backlog, a flood of connections that never speak waits in the kernel's SYN queue
+    /// instead of taking descriptors and the workers' time. Past the backlog the kernel answers with
+    /// SYN cookies, and those connections (a real client's too) are accepted before they speak, as
+    /// without it; after the deferral a silent connection is accepted and handled as before
+    /// (`header_timeout`, reaped oldest-first when there are too many).
     static let deferAcceptSeconds: Int32 = 1
 
     /// What every accepted socket inherits, set once on the listener instead of once per

@@ -10,9 +10,9 @@ import PinPolicy
 /// at most half of the limit, past which its own oldest go first. A real client sends its request
 /// within milliseconds of connecting, so it is not the oldest while a flood goes on; before a
 /// connection is closed the worker says what it is doing (`Activity`): one whose bytes are arriving
-/// is spared, one already answered goes only after every one that has sent nothing, a pinned
-/// tunnel still without its client's hello after those, and one that has sent part of its head (a
-/// slow client) last. Connections that have spoken are not counted here: the
+/// is spared, one already answered goes only after every one that has sent nothing, one that
+/// has sent part of its head (a slow client) only after those, and a pinned tunnel still without
+/// its client's hello last. Connections that have spoken are not counted here: the
 /// descriptors outside this limit are their reserve.
 ///
 /// A pinned tunnel whose client has not sent its ClientHello since its `200` is silent again, and
@@ -80,15 +80,16 @@ struct SilentConnections {
         case idle
         /// Already answered (a 408, a TLS alert, a refusal lingering while it is written): next.
         case answered
+        /// Part of a head read, the rest still to come (a slow client): only when none of the above
+        /// is left.
+        case trickling
         /// A pinned tunnel the policy let through, its `200` sent, still without its client's
-        /// ClientHello: after every connection that asked for nothing or was refused. A real client
+        /// ClientHello (or with part of it): after every connection that asked for nothing, was
+        /// refused or trickles a head (a flood that sends each connection one byte). A real client
         /// takes milliseconds to send its hello, and a flood of connections that never speak turns a
         /// small book over in fewer (measured under 1,024 descriptors: a real tunnel shed in that
         /// moment, curl's "SSL connect error").
         case awaitingHello
-        /// Part of a head read, the rest still to come (a slow client): only when none of the above
-        /// is left.
-        case trickling
         /// Bytes waiting in the kernel, about to be read (maybe a real client's CONNECT): spared.
         case arriving
 
@@ -97,7 +98,8 @@ struct SilentConnections {
 
     /// A connection accepted from `address`. Returns the ids to close now to stay within the limits:
     /// from a client over its share, else from all, the oldest idle connection, else the oldest
-    /// answered one, else the oldest trickling one — never `id` itself (the newest is the one most
+    /// answered one, else the oldest trickling one, else the oldest tunnel awaiting its hello —
+    /// never `id` itself (the newest is the one most
     /// likely to be a real client about to speak), never one that is `arriving` (it stays in the
     /// book until it has spoken).
     mutating func arrived(_ id: Int, from address: IPAddress, weight: Int = 1, activity: (Int) -> Activity) -> [Int] {

@@ -73,7 +73,7 @@ func setAbortiveClose(_ fd: Int32) {
 func peerLeftWithoutAByte(_ fd: Int32) -> Bool {
     var byte: UInt8 = 0
     let got = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
-    return got == 0 || (got < 0 && (errno == ECONNRESET || errno == EPIPE))
+    return got == 0 || (got < 0 && errno == ECONNRESET)
 }
 
 func errnoText(_ code: Int32) -> String { String(cString: strerror(code)) }

@@ -49,10 +49,12 @@ final class Session {
         })
     }
 
-    /// Has not sent a byte since it connected (bytes of an unfinished head wait in the input).
+    /// Has not sent a byte since it connected: none read (bytes of an unfinished head wait in the
+    /// input), none waiting in the kernel.
     private var sentNothing: Bool {
-        guard case .readingRequest = machine.state, let clientSide else { return false }
-        return evbuffer_get_length(clientSide.input) == 0
+        guard case .readingRequest = machine.state, let clientSide, evbuffer_get_length(clientSide.input) == 0 else { return false }
+        var byte: UInt8 = 0
+        return recv(clientSide.fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) <= 0
     }
 
     deinit { host.sessionObjectFreed() }
@@ -76,14 +78,17 @@ final class Session {
     /// The session's one end: shutdown, a hang-up, the relay's end, a reload — the machine says
     /// what follows (a close line, a release).
     func finish(_ reason: CloseReason) {
-        guard reason == .reaped || sentNothing else { return perform(machine.ended(reason)) }
+        let leftSilent = [.clientClosed, .clientError, .silent].contains(reason) && sentNothing
+        guard reason == .reaped || leftSilent else { return perform(machine.ended(reason)) }
         // One of thousands in a flood (the worker's summary line and the counters speak for them),
         // or a connection that never asked for anything: no line of its own, as HAProxy's
-        // `dontlognull`. A reset frees its socket at once, without a FIN's round trip and the
-        // orphaned socket that waits for it.
+        // `dontlognull`. One still reading its request has nothing of ours to deliver: a reset frees
+        // its socket at once, without a FIN's round trip and the orphaned socket that waits for it
+        // (a kept plain-HTTP connection reaped between requests may still have an answer's end in
+        // the kernel: it gets a plain close).
+        if case .readingRequest = machine.state { clientSide?.abortOnClose() }
         _ = machine.ended(reason)
-        if reason != .reaped { host.closedSilently() }
-        clientSide?.abortOnClose()
+        if leftSilent { host.closedSilently() }
         release()
     }
 

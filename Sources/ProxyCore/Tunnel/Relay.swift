@@ -95,7 +95,8 @@ final class Relay {
     }
 
     /// What the client does while its tunnel waits for its ClientHello, for the book of silent
-    /// connections: bytes in the kernel are arriving, part of a hello held is trickling.
+    /// connections: bytes in the kernel are arriving; else, a hello or part of one held or not, it
+    /// awaits its hello.
     var clientActivity: SilentConnections.Activity {
         guard let sides else { return .idle }
         var byte: UInt8 = 0
