@@ -1,4 +1,5 @@
 import CLibevent
+import Foundation
 import PinPolicy
 
 /// What a tunnel's stream check runs with from the worker that carries it: its loop, the books the
