@@ -52,22 +52,14 @@ def silent(port, seconds, hold, rate, first=b"", source=None):
                 print("HOLDING %d" % hold, flush=True)
                 said_holding = True
             held.popleft().close()
-        try:
-            s = opened_socket(sources[opened % len(sources)])
-        except OSError:  # out of descriptors of its own: count it, and go on when some are closed
-            failed += 1
-            time.sleep(0.001)
-            continue
-        s.setblocking(False)
-        code = s.connect_ex(("127.0.0.1", port))
-        if code in (0, errno.EINPROGRESS):
+        s = connecting(port, sources[opened % len(sources)])
+        if s is not None:
             if first:
                 try: s.send(first)
                 except OSError: pass  # not connected yet: it stays silent
             held.append(s)
             opened += 1
-        else:
-            s.close()
+        else:  # out of descriptors or ports of its own: counted, tried again when some are closed
             failed += 1
             time.sleep(0.001)
     for s in held:
@@ -80,14 +72,26 @@ def sources_of(source):
         return ["%s%d" % (source[:-1], n) for n in range(1, 255)]
     return [source]
 
-def opened_socket(source):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    if source:
-        # IP_BIND_ADDRESS_NO_PORT: the port is chosen at connect, by the whole 4-tuple; a bind to
-        # port 0 would search the range for a port no socket holds, slower as the flood grows.
-        s.setsockopt(socket.SOL_IP, 24, 1)
-        s.bind((source, 0))
-    return s
+def connecting(port, source):
+    """A non-blocking connection to 127.0.0.1:PORT under way (from SOURCE when given), or None when
+    the kernel refused one (out of descriptors or ports)."""
+    try:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    except OSError:
+        return None
+    try:
+        if source:
+            # IP_BIND_ADDRESS_NO_PORT: the port is chosen at connect, by the whole 4-tuple; a bind
+            # to port 0 would search the range for a port no socket holds, slower as the flood grows.
+            s.setsockopt(socket.SOL_IP, 24, 1)
+            s.bind((source, 0))
+        s.setblocking(False)
+        if s.connect_ex(("127.0.0.1", port)) in (0, errno.EINPROGRESS):
+            return s
+    except OSError:
+        pass
+    s.close()
+    return None
 
 def fill(port, seconds, cap, source=None):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -108,19 +112,11 @@ def fill(port, seconds, cap, source=None):
                 print("HOLDING %d" % cap, flush=True)
             time.sleep(0.05)
             continue
-        try:
-            s = opened_socket(sources[turn % len(sources)])
-            turn += 1
-        except OSError:
-            failed += 1
-            time.sleep(0.001)
-            continue
-        s.setblocking(False)
-        code = s.connect_ex(("127.0.0.1", port))
-        if code in (0, errno.EINPROGRESS):
+        s = connecting(port, sources[turn % len(sources)])
+        turn += 1
+        if s is not None:
             held.append(s)
         else:
-            s.close()
             failed += 1
             time.sleep(0.001)
     opened = len(held)
