@@ -47,3 +47,20 @@ public enum QuarantineLift: String, Hashable, Sendable, CaseIterable {
     /// An operator lifted it through the control socket (`pinproxy quarantine lift`).
     case `operator`
 }
+
+/// How a forwarded plain-HTTP exchange ended: the `outcome` of `http_forwarded`.
+public enum ForwardOutcome: String, Hashable, Sendable, CaseIterable {
+    /// Both bodies went through.
+    case complete
+    case shutdown
+    case policyReload = "policy_reload"
+    case badRequestBody = "bad_request_body"
+    case badResponse = "bad_response"
+    case upstreamTimeout = "upstream_timeout"
+    case upstreamClosed = "upstream_closed"
+    case upstreamReset = "upstream_reset"
+    case upstreamError = "upstream_error"
+    case idleTimeout = "idle_timeout"
+    case clientClosed = "client_closed"
+    case clientError = "client_error"
+}

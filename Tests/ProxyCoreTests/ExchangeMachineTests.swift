@@ -435,7 +435,7 @@ import TestSupport
             (.clientError, "client_error", false, nil),
         ]
         for (outcome, code, info, reason) in table {
-            #expect(outcome.code == code && outcome.level == (info ? .info : .warning) && outcome.refusal?.reason == reason, "\(outcome)")
+            #expect(outcome.code.rawValue == code && outcome.code.level == (info ? .info : .warning) && outcome.refusal?.reason == reason, "\(outcome)")
         }
     }
 

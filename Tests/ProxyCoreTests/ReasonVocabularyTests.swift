@@ -16,7 +16,7 @@ import Testing
         + CloseCode.allCases.filter { $0 != .reaped }.map(\.rawValue)
         + TunnelReason.allCases.map(\.rawValue) + QuarantineLift.allCases.map(\.rawValue)
         + [BypassBasis.reportMode, .expiredRule, .debugBypass(until: Date()), .ctReport, .ctStaleList].map(\.code)
-        + [UnpinnedBasis.noRule, .ruleUnpinned].map(\.rawValue)
+        + [UnpinnedBasis.noRule, .ruleUnpinned].map(\.rawValue) + ForwardOutcome.allCases.map(\.rawValue)
 
     @Test(arguments: codes)
     func theLogReferenceNamesTheReason(_ code: String) {

@@ -212,7 +212,7 @@ public final class Proxy {
         if peerLeftWithoutAByte(fd) {
             setAbortiveClose(fd)
             close(fd)
-            counters.silentClosed += 1
+            counters.count(CloseCode.silent.entry)
             return
         }
         // A client outside allow_clients is closed at once: it never gets to hold a session or

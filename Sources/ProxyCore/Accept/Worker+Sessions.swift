@@ -23,5 +23,5 @@ extension Worker: SessionHost {
         logger.emitEnd(end)
     }
 
-    func closedSilently() { tally.withLock { $0.counters.silentClosed += 1 } }
+    func closedSilently() { tally.withLock { $0.counters.count(CloseCode.silent.entry) } }
 }

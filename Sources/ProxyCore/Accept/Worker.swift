@@ -188,7 +188,7 @@ final class Worker: @unchecked Sendable {
         guard !victims.isEmpty else { return }
         let busiest = sessions[victims[0]]?.client.ip ?? client.ip
         for victim in victims { sessions[victim]?.reap() }
-        tally.withLock { $0.counters.silentReaped += victims.count }
+        tally.withLock { $0.counters.count(CloseCode.reaped.entry, times: victims.count) }
         reapedSinceLine += victims.count
         if let suppressed = reapLog.note(at: ContinuousClock.now) {
             logger.emit(LogRecord(.warning, "silent_connections_reaped", [

@@ -28,12 +28,9 @@ enum SessionLog {
     static func level(of end: SessionEnd) -> Logger.Level {
         switch end {
         case .rejected, .refused, .streamRefused: return .warning
-        case .closed(.policyReload, _): return .warning
-        // A TLS 1.3 resumption nothing verified: allowed (clients do not recover from a refused
-        // one), but never quietly.
-        case .closed(_, let tunnel) where tunnel.stream?.verification == .resumptionUnverified: return .warning
-        case .closed(_, let tunnel) where tunnel.stream?.verification == .probeOnly && tunnel.stream?.unverifiedBecause != nil: return .warning
-        case .closed: return .info
+        case .closed(let reason, let tunnel):
+            // The close's own level, raised by what left the tunnel unverified.
+            return max(reason.closeCode?.entry.level ?? .info, tunnel.stream?.leftUnverified?.reason.entry.level ?? .info)
         }
     }
 
@@ -59,7 +56,7 @@ enum SessionLog {
                 r["detail"] = .string(detail)
             }
             r.fields += chainFields(s.validation) + expectedFields(s) + ctFields(s.evaluation)
-            r["hint"] = .string(hint(.policy(reason), s))
+            r["hint"] = .string(Refusal.Code.policy(reason).entry.hint(s))
         case .unpinned(let basis):
             r = LogRecord(level(of: decision), "tunnel_unpinned", identity(s) + [("verdict", .string("unpinned")), ("reason", .string(basis.rawValue))])
             if let rule = s.rule, !rule.isStandIn { r.fields += [("rule", .string(rule.name)), ("rule_line", .int(rule.line))] }
@@ -78,7 +75,7 @@ enum SessionLog {
                 ("reason", .string(refusal.reason)), ("detail", .string(refusal.detail)),
             ])
             // A client configured with the wrong proxy scheme: say how to fix it.
-            if refusal.code == .network(.tlsToProxy) || refusal.code == .network(.socksToProxy) { r["hint"] = .string(hint(refusal.code, s)) }
+            if refusal.code == .network(.tlsToProxy) || refusal.code == .network(.socksToProxy) { r["hint"] = .string(refusal.code.entry.hint(s)) }
             return r
         case .refused(let refusal, let s):
             var r = LogRecord(.warning, "tunnel_refused", identity(s) + ruleFields(s) + [
@@ -87,7 +84,7 @@ enum SessionLog {
             ])
             if let pin = s.evaluation?.denylisted { r["denylisted_pin"] = .string(pin.description) }
             r.fields += chainFields(s.validation) + expectedFields(s) + ctFields(s.evaluation)
-            r["hint"] = .string(hint(refusal.code, s))
+            r["hint"] = .string(refusal.code.entry.hint(s))
             return r
         case .closed(let reason, let closed):
             let s = closed.record
@@ -105,12 +102,9 @@ enum SessionLog {
             if case .policyReload(let cause) = reason {
                 r["reason"] = .string(cause.code)
                 r["detail"] = .string(cause.detail)
-            } else if let why = closed.stream?.unverifiedBecause, closed.stream?.verification == .probeOnly {
-                r["reason"] = .string(TunnelReason.mirrorUnavailable.rawValue)
-                r["detail"] = .string(why)
-            } else if closed.stream?.verification == .resumptionUnverified {
-                r["reason"] = .string(TunnelReason.resumptionUnverified.rawValue)
-                r["detail"] = .string("the client resumed a TLS 1.3 session and wrote no key-log line: the handshake shows no chain and no mirror can copy its PSK binder, so nothing verified this tunnel (refused under require_keylog and while the host is quarantined)")
+            } else if let unverified = closed.stream?.leftUnverified {
+                r["reason"] = .string(unverified.reason.rawValue)
+                r["detail"] = .string(unverified.detail)
             }
             return r
         case .streamRefused(let refusal, let closed):
@@ -126,7 +120,7 @@ enum SessionLog {
             tunnelVersion(closed, into: &r)
             if let pin = evaluation?.denylisted { r["denylisted_pin"] = .string(pin.description) }
             r.fields += chainFields(validation) + expectedFields(s) + ctFields(evaluation)
-            r["hint"] = .string(streamHint(refusal.reason, s))
+            r["hint"] = .string(refusal.reason.hint(s))
             return r
         }
     }
@@ -190,12 +184,13 @@ enum SessionLog {
     /// not offer 1.3, such as `curl --tls-max 1.2`) it is what the client asked for: info.
     static func versionChanged(to version: TLSVersion, from probe: TLSVersion, record s: DecisionRecord, clientOfferedTLS13: Bool) -> LogRecord {
         let downgrade = probe == .tls13 && clientOfferedTLS13 && version != .tls13
-        var r = LogRecord(downgrade ? .warning : .info, "tunnel_warning", identity(s) + ruleFields(s))
+        let reason = TunnelReason.tlsVersionChanged
+        var r = LogRecord(downgrade ? .warning : reason.entry.level ?? .info, "tunnel_warning", identity(s) + ruleFields(s))
         r["tls"] = .string(version.description)
         let detail = downgrade
             ? "the client offered TLS 1.3 and the server answered the probe with TLS 1.3, but the tunnel with \(version): a downgrade or a different server"
             : "the tunnel negotiated \(version), the probe \(probe): \(clientOfferedTLS13 ? "the server chose it" : "the client did not offer TLS 1.3")"
-        r.fields += [("probe_tls", .string(probe.description)), ("reason", .string(TunnelReason.tlsVersionChanged.rawValue)), ("stage", .string("stream")),
+        r.fields += [("probe_tls", .string(probe.description)), ("reason", .string(reason.rawValue)), ("stage", .string("stream")),
                      ("detail", .string(detail))]
         return r
     }
@@ -215,32 +210,12 @@ enum SessionLog {
         if let probe = closed.record.tlsVersion, probe != version { r["probe_tls"] = .string(probe.description) }
     }
 
-    private static func streamHint(_ reason: StreamReason, _ s: DecisionRecord) -> String {
-        switch reason {
-        case .policy(let policy): return hint(.policy(policy), s) + "; the probe's chain passed, this look's did not: the server may answer this client's ClientHello with another certificate (dual certificates, another virtual host, an ALPN), or someone may be intercepting this client's connections. pinproxy looks again with the same hello and says which: confirming_look (the server's own answer) or interception_suspected"
-        case .notTLS: return "a pinned tunnel carries only TLS; the client (or the server) sent something else"
-        case .sniMismatch: return "the client asked the server for another name than it asked pinproxy for; tunnel to that name instead"
-        case .unverifiedResumption: return "the client resumed a TLS session made without pinproxy; it will make a full handshake through pinproxy once it forgets that session"
-        case .malformedTLS: return "the TLS handshake in the tunnel does not parse; a broken peer or an attack"
-        case .keylogInvalid: return "the client's key-log line does not open the flight its server sent, or a second line contradicts it: another writer of the key log, or an attack; a wrong line never lets a tunnel through unverified"
-        case .keylogMissing: return "the rule requires the client's key log for TLS 1.3: run the client with SSLKEYLOGFILE set to proxy.keylog's path (Node: NODE_OPTIONS=--tls-keylog=PATH), or drop require_keylog"
-        case .mirrorInvalid: return "the server's answer to pinproxy's copy of the client's ClientHello was not signed by its certificate's key (or did not open under the mirror's own secret): a replayed chain, an interceptor, or a broken server. Unproved, it is no incident by itself"
-        case .mirrorFailed: return "the server answered pinproxy's copy of the client's ClientHello with an alert or a flight pinproxy cannot read (see detail); the client's own hello most likely gets the same answer (a cipher suite, ALPN or extension the server refuses), so the client's handshake fails too. Not an interception: no quarantine"
-        case .mirrorLost: return "of the look-alike connections pinproxy made at the same moment (the client's and its mirror check's), one got the server's answer and another none. A server that serves one connection at a time (openssl s_server, a single-threaded Python server, some embedded servers) does that to every tunnel ('pinproxy pin HOST:PORT' says so): give its rule mirror_checks: 0. Otherwise an interceptor may be choosing connections (see interception_suspected)"
-        case .firstFlightTimeout: return "the server accepted the connections but did not answer the client's ClientHello (nor pinproxy's copy of it) in time: an overloaded or hung server, or something on the path that holds handshakes; raise proxy.probe_timeout if the server is merely slow"
-        case .helloReplayed: return "a ClientHello is made afresh for each connection (its random is new each time); this one repeats an earlier tunnel's, so a program is replaying captured hellos through pinproxy. pinproxy sent no mirror for it"
-        case .quarantined: return "a check caught an interception for this host:port (see interception_suspected); until the quarantine ends only tunnels pinproxy verifies by themselves pass: use TLS 1.2 or write a key log (SSLKEYLOGFILE), and investigate the network path"
-        }
-    }
-
     static func warning(_ warning: RuntimeWarning, record s: DecisionRecord) -> LogRecord {
-        var r = LogRecord(warning.isError ? .error : .warning, "tunnel_warning", identity(s) + ruleFields(s))
+        var r = LogRecord(warning.level, "tunnel_warning", identity(s) + ruleFields(s))
         r["reason"] = .string(warning.code)
         r["detail"] = .string(warning.detail(onExpiry: s.rule?.onExpiry))
-        if case .noRealBackup = warning {
-            r["detail"] = .string(warning.detail(onExpiry: nil) + " (said once a day per rule)")
-            r["hint"] = .string("add a backup to the rule at line \(s.rule?.line ?? 0): \(BackupRule.advice)")
-        }
+        if case .noRealBackup = warning { r["detail"] = .string(warning.detail(onExpiry: nil) + " (said once a day per rule)") }
+        if let hint = warning.hint(s) { r["hint"] = .string(hint) }
         return r
     }
 
@@ -325,64 +300,6 @@ enum SessionLog {
             return object
         }))]
     }
-
-    /// What the operator can do about it, safely.
-    static func hint(_ code: Refusal.Code, _ s: DecisionRecord) -> String {
-        // `--config` with the file in force: its resolve:, DNS and trust are what the proxy used, and
-        // a name only in resolve: cannot be probed without them.
-        let target = (s.authority?.description ?? "HOST:PORT") + (s.policySource.map { " --config \(shellWord($0))" } ?? "")
-        let line = s.rule.map { " (rule at line \($0.line))" } ?? ""
-        switch code {
-        case .policy(.pinMismatch):
-            return "if this change is legitimate, confirm the new chain from a trusted network with 'pinproxy pin \(target)' before adding its pin\(line); the observed pins may be an attacker's"
-        case .policy(.chainInvalid):
-            return "the chain does not validate under trust \(s.rule?.trust.description ?? "?"); inspect it with 'pinproxy pin \(target)' from a trusted network and check the rule's trust"
-        case .policy(.hostnameMismatch):
-            return "the certificate does not name \(s.authority?.target.description ?? "the host"): a misconfigured server or interception"
-        case .policy(.denylistedKey):
-            return "a key on the deny list is in the chain; this is refused in every mode and never bypassed"
-        case .policy(.ctNotCompliant):
-            // The exemption is a rule's `ct: off`: the host's own rule when it has one (a second rule
-            // with the same pattern would be a load error), else a new rule for its name.
-            let exemption = s.rule.flatMap { $0.isStandIn ? nil : $0 }.map { "set ct: off in its rule at line \($0.line) ('\($0.name)')" }
-                ?? "add a rule '\(s.authority.map { $0.target.ruleKey } ?? "host: NAME")' with ct: off"
-            return "a publicly trusted certificate is logged in Certificate Transparency; one that is not was likely minted by an interception root (check which root issued it: ct_scts and the chain). An internal host with a private CA that logs nothing is exempted by name: \(exemption)"
-        case .policy(.unpinnedDenied):
-            return "add a rule for this host (get pins with 'pinproxy pin \(target)' from a trusted network) or set defaults.unpinned: allow"
-        case .policy(.portNotAllowed):
-            return "add the port to proxy.allowed_ports if tunnels to it are intended"
-        case .policy(.destinationProhibited):
-            return "the destination is in proxy.deny_destinations; change that list only if this destination is intended"
-        case .policy(.clientNotAllowed):
-            return "add the client's network to proxy.allow_clients if it should use the proxy"
-        case .network(.dnsError), .network(.dnsTimeout):
-            return "check proxy.dns (nameservers, hosts_file) or map the name in the policy's resolve: (pinproxy resolves every CONNECT name itself; a client's own mapping, such as curl --resolve, does not reach through a proxy)"
-        case .network(.connectionRefused), .network(.connectionTimeout):
-            return "the upstream did not accept a TCP connection; check the address and port"
-        case .network(.tlsProtocolError), .network(.probeTimeout):
-            return "the upstream did not complete a TLS handshake; is it a TLS server on this port?"
-        case .network(.connectionLimitReached):
-            return "raise proxy.max_tunnels if this load is expected"
-        case .network(.mirrorLimitReached):
-            return "this client's pinned tunnels hold their share of pinproxy's mirror connections (a quarter of LimitNOFILE over the workers, half of it per client) while their servers answer: a client making CONNECTs faster than its servers answer them. Raise LimitNOFILE, or lower the rule's mirror_checks"
-        case .network(.outOfFileDescriptors):
-            return "a tunnel holds two or three file descriptors: raise LimitNOFILE (ulimit -n) to at least three times proxy.max_tunnels, or lower max_tunnels"
-        case .network(.proxyLoopDetected):
-            return "the target is pinproxy itself"
-        case .network(.shuttingDown):
-            return "pinproxy is stopping; retry once it is back"
-        case .network(.internalError):
-            return "an internal failure in pinproxy; the detail says which step; please report it"
-        case .network(.tlsToProxy), .network(.socksToProxy):
-            return WrongProtocol.hint
-        case .network(.upstreamProxyRefused):
-            return "the parent proxy (proxy.upstream_proxy) refused or failed this CONNECT; its status is passed on. Check proxy.upstream_proxy_credentials_file, or ask the parent's operator"
-        case .network(.badRequest), .network(.methodNotAllowed), .network(.requestTooLarge), .network(.headerTimeout):
-            return "the client sent no valid CONNECT request; see the log reference, docs/logs.md"
-        case .network(.plainHTTPToPinnedHost), .network(.plainHTTPRefused), .network(.plainPortNotAllowed), .network(.badUpstreamResponse):
-            return PlainLog.hint(for: Refusal(code, detail: ""))
-        }
-    }
 }
 
 extension Logger {
@@ -412,13 +329,6 @@ public func shellWord(_ text: String) -> String {
 extension Optional where Wrapped == ChainValidation {
     var isVerified: Bool {
         if case .verified? = self { return true }
-        return false
-    }
-}
-
-extension RuntimeWarning {
-    var isError: Bool {
-        if case .ruleExpired = self { return true }
         return false
     }
 }

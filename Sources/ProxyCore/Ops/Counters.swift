@@ -45,14 +45,18 @@ struct Counters: Equatable {
             bytesUp += tunnel.bytesUp
             bytesDown += tunnel.bytesDown
         case .closed(let reason, let tunnel):
-            closed += 1
-            if tunnel.stream?.verification == .resumptionUnverified { unverifiedResumptions += 1 }
-            if tunnel.stream?.verification == .probeOnly && tunnel.stream?.unverifiedBecause != nil { mirrorsUnavailable += 1 }
-            if case .policyReload = reason { closedByReload += 1 }
-            if reason == .relay(.noClientHello) || reason == .reclaimed { withoutClientHello += 1 }
+            // Where the reasons' entries (`ReasonTable`) count them.
+            if let code = reason.closeCode { count(code.entry) }
+            if let unverified = tunnel.stream?.leftUnverified { count(unverified.reason.entry) }
             bytesUp += tunnel.bytesUp
             bytesDown += tunnel.bytesDown
         }
+    }
+
+    /// A reason that is no refusal, in each counter its entry names (`times`: a worker's summary of
+    /// many, such as the silent connections it reaped).
+    mutating func count(_ entry: NoticeEntry, times: Int = 1) {
+        for counter in entry.counters { self[keyPath: counter] += times }
     }
 
     /// One refusal, with its reason for `pinproxy_refusals_total`.

@@ -1,9 +1,9 @@
 import Foundation
-import Logging
+import PinPolicy
 
 /// How one plain-HTTP exchange ended: the `outcome` of its `http_forwarded` line. A case that
-/// ends the exchange before the response head owes the client a refusal (`answer`); every case
-/// but `complete` is logged as a warning.
+/// ends the exchange before the response head owes the client a refusal (`answer`); its line's
+/// level is its code's (`ReasonTable`).
 enum PlainOutcome: Equatable {
     /// Both bodies went through.
     case complete
@@ -30,28 +30,22 @@ enum PlainOutcome: Equatable {
     /// The client's connection broke.
     case clientError
 
-    /// The log key's value, unchanged since the outcomes were strings.
-    var code: String {
+    /// The `outcome` the line says.
+    var code: ForwardOutcome {
         switch self {
-        case .complete: return "complete"
-        case .shutdown: return "shutdown"
-        case .policyReload: return "policy_reload"
-        case .badRequestBody: return "bad_request_body"
-        case .badResponse: return "bad_response"
-        case .upstreamTimeout: return "upstream_timeout"
-        case .upstreamClosed: return "upstream_closed"
-        case .upstreamReset: return "upstream_reset"
-        case .upstreamError: return "upstream_error"
-        case .idleTimeout: return "idle_timeout"
-        case .clientClosed: return "client_closed"
-        case .clientError: return "client_error"
+        case .complete: return .complete
+        case .shutdown: return .shutdown
+        case .policyReload: return .policyReload
+        case .badRequestBody: return .badRequestBody
+        case .badResponse: return .badResponse
+        case .upstreamTimeout: return .upstreamTimeout
+        case .upstreamClosed: return .upstreamClosed
+        case .upstreamReset: return .upstreamReset
+        case .upstreamError: return .upstreamError
+        case .idleTimeout: return .idleTimeout
+        case .clientClosed: return .clientClosed
+        case .clientError: return .clientError
         }
-    }
-
-    /// relayd's rule: a clean end is news, anything else a warning.
-    var level: Logger.Level {
-        if case .complete = self { return .info }
-        return .warning
     }
 
     /// The answer the client is owed when the exchange ends before a response head reached it

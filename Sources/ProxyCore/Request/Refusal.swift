@@ -1,8 +1,8 @@
 import PinPolicy
 
-/// What the client is told when pinproxy will not open a tunnel: a status and a reason phrase that
-/// carry meaning on their own (curl shows only the status, Python and Go show the phrase), an RFC
-/// 9209 `Proxy-Status` error, and the stable `reason` code of the log line.
+/// What the client is told when pinproxy will not open a tunnel: the status, reason phrase and RFC
+/// 9209 `Proxy-Status` error of its reason's entry (`ReasonTable`), the stable `reason` code of the
+/// log line, and a detail.
 public struct Refusal: Hashable, Sendable {
     /// Why: a policy reason or a network one.
     public enum Code: Hashable, Sendable {
@@ -48,55 +48,16 @@ public struct Refusal: Hashable, Sendable {
     /// The log line's `reason`.
     public var reason: String { code.rawValue }
 
-    /// Status, reason phrase and RFC 9209 §2.3 error type, in one table.
-    public var status: Int { answer.status }
-    public var phrase: String { answer.phrase }
-    public var proxyStatus: String { answer.proxyStatus }
-
-    private var answer: (status: Int, phrase: String, proxyStatus: String) {
-        if let relayed {
-            let type = switch relayed.received {
-            case 403?, 407?: "http_request_denied"
-            case 504?: "connection_timeout"
-            default: "destination_unavailable"
-            }
-            return (relayed.status, relayed.phrase, type)
-        }
-        switch code {
-        case .policy(.pinMismatch): return (502, "Certificate Pin Mismatch", "tls_certificate_error")
-        case .policy(.chainInvalid), .policy(.hostnameMismatch): return (502, "Certificate Invalid", "tls_certificate_error")
-        case .policy(.denylistedKey): return (502, "Certificate Key Denylisted", "tls_certificate_error")
-        case .policy(.ctNotCompliant): return (502, "Certificate Transparency Not Compliant", "tls_certificate_error")
-        case .policy(.unpinnedDenied), .policy(.portNotAllowed): return (403, "Forbidden by Pin Policy", "http_request_denied")
-        case .policy(.clientNotAllowed): return (403, "Client Not Allowed", "http_request_denied")
-        case .policy(.destinationProhibited): return (403, "Destination Forbidden", "destination_ip_prohibited")
-        case .network(.badRequest): return (400, "Bad Request", "http_request_error")
-        // What an HTTP client would have been told; the client itself gets its protocol's reply.
-        case .network(.tlsToProxy), .network(.socksToProxy): return (400, "Bad Request", "http_request_error")
-        case .network(.upstreamProxyRefused): return (502, "Parent Proxy Failed", "destination_unavailable")
-        case .network(.plainHTTPToPinnedHost): return (403, "Pinned Host Requires HTTPS", "http_request_denied")
-        case .network(.plainHTTPRefused): return (403, "Plain HTTP Refused", "http_request_denied")
-        case .network(.plainPortNotAllowed): return (403, "Forbidden by Pin Policy", "http_request_denied")
-        case .network(.badUpstreamResponse): return (502, "Bad Upstream Response", "http_response_incomplete")
-        case .network(.methodNotAllowed): return (405, "Method Not Allowed", "http_request_denied")
-        case .network(.requestTooLarge): return (431, "Request Header Fields Too Large", "http_request_error")
-        case .network(.headerTimeout): return (408, "Request Timeout", "http_request_error")
-        case .network(.connectionLimitReached): return (503, "Too Many Tunnels", "connection_limit_reached")
-        case .network(.mirrorLimitReached): return (503, "Too Many Mirror Checks", "connection_limit_reached")
-        // EMFILE/ENFILE: a 503 with Retry-After like the tunnel cap, because it passes when tunnels
-        // close and the upstream is not at fault. RFC 9209 `connection_limit_reached` (a configured
-        // limit was exceeded): RLIMIT_NOFILE is such a limit, and the fix is configuration;
-        // `proxy_internal_error` would tell the client it met a bug.
-        case .network(.outOfFileDescriptors): return (503, "Out of File Descriptors", "connection_limit_reached")
-        case .network(.shuttingDown): return (503, "Shutting Down", "proxy_internal_error")
-        case .network(.proxyLoopDetected): return (403, "Proxy Loop Detected", "proxy_loop_detected")
-        case .network(.dnsError): return (502, "DNS Error", "dns_error")
-        case .network(.dnsTimeout): return (504, "DNS Timeout", "dns_timeout")
-        case .network(.connectionRefused): return (502, "Connection Failed", "connection_refused")
-        case .network(.connectionTimeout): return (504, "Connection Timeout", "connection_timeout")
-        case .network(.tlsProtocolError): return (502, "TLS Handshake Failed", "tls_protocol_error")
-        case .network(.probeTimeout): return (504, "TLS Handshake Timeout", "connection_read_timeout")
-        case .network(.internalError): return (500, "Proxy Internal Error", "proxy_internal_error")
+    /// Status, reason phrase and RFC 9209 §2.3 error type: the reason's entry (`ReasonTable`), or
+    /// the parent proxy's answer passed on.
+    public var status: Int { relayed?.status ?? code.entry.status }
+    public var phrase: String { relayed?.phrase ?? code.entry.phrase }
+    public var proxyStatus: String {
+        guard let relayed else { return code.entry.proxyStatus }
+        switch relayed.received {
+        case 403?, 407?: return "http_request_denied"
+        case 504?: return "connection_timeout"
+        default: return "destination_unavailable"
         }
     }
 

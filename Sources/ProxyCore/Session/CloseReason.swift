@@ -19,25 +19,30 @@ enum CloseReason: Equatable, Sendable {
     /// a newer connection (`SilentConnections`, a `max_tunnels` slot).
     case reclaimed
 
-    var code: String {
-        let close: CloseCode
+    /// The close line's `close_reason`; nil when the stream check refused the tunnel (its line is
+    /// `tunnel_refused`, with the refusal's reason).
+    var closeCode: CloseCode? {
         switch self {
-        case .relay(.finished): close = .eof
-        case .relay(.reset(let side)): close = side == .client ? .clientReset : .upstreamReset
-        case .relay(.failed(let side)): close = side == .client ? .clientError : .upstreamError
-        case .relay(.idle): close = .idleTimeout
-        case .relay(.noClientHello): close = .clientHelloTimeout
-        case .relay(.clientLeft): close = .clientClosed
-        case .clientClosed: close = .clientClosed
-        case .clientError: close = .clientError
-        case .shutdown: close = .shutdown
-        case .debugBypassExpired: close = .debugBypassExpired
-        case .reaped: close = .reaped
-        case .silent: close = .silent
-        case .reclaimed: close = .reclaimed
-        case .policyReload: close = .policyReload
-        case .relay(.refused(let refusal)): return refusal.reason.code
+        case .relay(.finished): return .eof
+        case .relay(.reset(let side)): return side == .client ? .clientReset : .upstreamReset
+        case .relay(.failed(let side)): return side == .client ? .clientError : .upstreamError
+        case .relay(.idle): return .idleTimeout
+        case .relay(.noClientHello): return .clientHelloTimeout
+        case .relay(.clientLeft): return .clientClosed
+        case .clientClosed: return .clientClosed
+        case .clientError: return .clientError
+        case .shutdown: return .shutdown
+        case .debugBypassExpired: return .debugBypassExpired
+        case .reaped: return .reaped
+        case .silent: return .silent
+        case .reclaimed: return .reclaimed
+        case .policyReload: return .policyReload
+        case .relay(.refused): return nil
         }
-        return close.rawValue
+    }
+
+    var code: String {
+        if case .relay(.refused(let refusal)) = self { return refusal.reason.code }
+        return closeCode?.rawValue ?? ""
     }
 }

@@ -206,9 +206,10 @@ extension StreamCheck {
         if let refusal = quarantined(now) { return refusal }
         if hellos.server.selectedIdentity != nil {
             summary.verifiedBy = .resumptionUnverified
+            summary.unverified = .init(reason: .resumptionUnverified, detail: "the client resumed a TLS 1.3 session and wrote no key-log line: the handshake shows no chain and no mirror can copy its PSK binder, so nothing verified this tunnel (refused under require_keylog and while the host is quarantined)")
         } else {
             summary.verifiedBy = .probeOnly
-            summary.unverifiedBecause = why
+            summary.unverified = why.map { .init(reason: .mirrorUnavailable, detail: $0) }
         }
         return .done
     }

@@ -35,11 +35,18 @@ struct StreamSummary {
         }
     }
 
+    /// What left a pinned TLS 1.3 tunnel without a check of its own, said on its close line.
+    struct Unverified: Equatable {
+        /// `mirror_unavailable` (`verify=probe-only`) or `resumption_unverified`.
+        let reason: TunnelReason
+        let detail: String
+    }
+
     /// How the tunnel was verified, leaving aside what was let through.
     var verifiedBy: Verification
-    /// Why a pinned TLS 1.3 tunnel rests on the probe alone (`verify=probe-only`): the mirror
-    /// that could not be made. Nil when no mirror was meant to be (`mirror_checks: 0`).
-    var unverifiedBecause: String?
+    /// Why nothing but the probe verified it: a mirror that could not be made, or a resumption.
+    /// Nil when no check was meant to be (`mirror_checks: 0`).
+    var unverified: Unverified?
     /// The protocol version of the tunnel's ServerHello (or HelloRetryRequest), once seen.
     var negotiated: TLSVersion?
     var judged: JudgedChain?
@@ -58,4 +65,7 @@ struct StreamSummary {
 
     /// How the tunnel was verified so far: `bypass` once anything was let through.
     var verification: Verification { overlooked != nil ? .bypass : verifiedBy }
+
+    /// What left it unverified, unless something was let through (the line then says `bypass`).
+    var leftUnverified: Unverified? { overlooked == nil ? unverified : nil }
 }
