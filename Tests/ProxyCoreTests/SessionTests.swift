@@ -96,15 +96,25 @@ import Testing
         evbuffer_add(side.input, bytes, bytes.count)
         evbuffer_freeze(side.input, 0)
         session.onReadable()
-        let output = session.clientSide?.output
-        let length = output.map { evbuffer_get_length($0) } ?? 0
+        return (session, written(to: session.clientSide))
+    }
+
+    /// A session whose client connected and has not sent a byte (fd -1: nothing waits in a kernel).
+    static func connected(host: FakeHost) -> Session {
+        Session(worker: host, id: 1, fd: -1, client: client)!
+    }
+
+    /// What the session has written for its client and not yet sent (no socket takes it).
+    static func written(to side: BufferEvent?) -> String {
+        guard let output = side?.output else { return "" }
+        let length = evbuffer_get_length(output)
         var answer = [UInt8](repeating: 0, count: length)
-        if let output, length > 0 {
-            evbuffer_unfreeze(output, 1)  // and its output gives bytes only to its socket
+        if length > 0 {
+            evbuffer_unfreeze(output, 1)  // a socket bufferevent's output gives bytes only to its socket
             evbuffer_copyout(output, &answer, length)
             evbuffer_freeze(output, 1)
         }
-        return (session, String(decoding: answer, as: UTF8.self))
+        return String(decoding: answer, as: UTF8.self)
     }
 
     struct Case: CustomTestStringConvertible, Sendable {
@@ -186,6 +196,138 @@ import Testing
         do {
             let (session, _) = Self.drive(Array("CONNECT a.test:8443 HTTP/1.1\r\n\r\n".utf8), host: host)
             session.release()
+        }
+        #expect(host.objects == 0)
+    }
+
+    // MARK: the silent path: a client that never sent a byte has no line of its own
+
+    /// The first line of a CONNECT, its head not finished: a client that has begun a request.
+    static let partialHead = "CONNECT a.test:443 HTTP/1.1\r\n"
+
+    /// A hang-up, a transport error or `header_timeout` before a single byte is a connection that
+    /// never asked for anything (HAProxy's `dontlognull`): counted in `silent_closed`, no line, no
+    /// answer. A line for each would let a flood of empty connections fill the log.
+    @Test(arguments: [CloseReason.clientClosed, .clientError, .silent])
+    func aClientThatSentNothingEndsSilently(_ reason: CloseReason) throws {
+        let host = try FakeHost(policy: Self.policy)
+        do {
+            let session = Self.connected(host: host)
+            let side = session.clientSide  // kept to read what was written after the session lets go of it
+            session.finish(reason)
+            #expect(host.told == ["silent"])
+            #expect(host.ends.isEmpty)
+            #expect(Self.written(to: side) == "")
+            #expect(session.clientSide == nil)
+            #expect(!session.isReadingRequest)
+            #expect(host.removed == 1)
+        }
+        #expect(host.objects == 0)
+    }
+
+    /// A session reaped in a flood has no line and is not a `silent_closed`: the worker counts and
+    /// summarises the reaped itself (`silent_reaped`), whether the client had sent part of a head
+    /// or nothing.
+    @Test(arguments: ["", partialHead])
+    func aReapedSessionHasNoLineAndIsNotCountedSilent(_ sent: String) throws {
+        let host = try FakeHost(policy: Self.policy)
+        do {
+            let (session, answer) = Self.drive(Array(sent.utf8), host: host)
+            #expect(answer == "")
+            let side = session.clientSide
+            session.reap()
+            #expect(host.told.isEmpty)
+            #expect(host.ends.isEmpty)
+            #expect(Self.written(to: side) == "")
+            #expect(host.removed == 1)
+        }
+        #expect(host.objects == 0)
+    }
+
+    /// `header_timeout` with not a byte sent: closed as silent, without the 408 a client that began
+    /// a request gets (nobody is waiting to read it). The timer's callback is called directly.
+    @Test func aHeaderTimeoutWithNothingSentClosesWithoutA408() throws {
+        let host = try FakeHost(policy: Self.policy)
+        do {
+            let session = Self.connected(host: host)
+            let side = session.clientSide
+            session.headerTimedOut()
+            #expect(Self.written(to: side) == "")
+            #expect(host.told == ["silent"])
+            #expect(host.ends.isEmpty)
+            #expect(session.clientSide == nil)
+            #expect(host.removed == 1)
+        }
+        #expect(host.objects == 0)
+    }
+
+    /// `header_timeout` after part of a head: the client began a request, so it is answered 408 and
+    /// logged as `request_rejected` with reason `header_timeout`, and is not counted silent.
+    @Test func aHeaderTimeoutAfterAPartialHeadAnswers408() throws {
+        let host = try FakeHost(policy: Self.policy)
+        do {
+            let (session, answer) = Self.drive(Array(Self.partialHead.utf8), host: host)
+            #expect(answer == "")
+            session.headerTimedOut()
+            let body = "pinproxy refused the request: header_timeout (the request head did not arrive in time)\n"
+            #expect(Self.written(to: session.clientSide) == "HTTP/1.1 408 Request Timeout\r\n"
+                + "Proxy-Status: pinproxy; error=http_request_error; details=\"header_timeout\"\r\n"
+                + "Content-Type: text/plain; charset=utf-8\r\nContent-Length: 87\r\nConnection: close\r\n\r\n" + body)
+            #expect(body.utf8.count == 87)
+            #expect(host.told == ["ended"])
+            #expect(host.ends.count == 1)
+            guard case .rejected(let refusal, let record)? = host.ends.first else {
+                Issue.record("expected request_rejected, got \(host.ends)")
+                return
+            }
+            #expect(refusal.code == .network(.headerTimeout))
+            #expect(refusal.reason == "header_timeout")
+            #expect(refusal.status == 408)
+            guard case .requested = record.stage else {
+                Issue.record("expected a record of a request not read, got \(record.stage)")
+                return
+            }
+            #expect(SessionLog.end(host.ends[0]).event == "request_rejected")
+            #expect(host.removed == 0, "it lingers while the 408 goes out")
+            session.release()
+            #expect(host.removed == 1)
+        }
+        #expect(host.objects == 0)
+    }
+
+    /// A hang-up (EOF, or an error) after part of a head is a client that asked for something and
+    /// left: it has its `tunnel_closed` line, close_reason `…_before_decision`, and is not silent.
+    @Test(arguments: [(Int16(BEV_EVENT_READING | BEV_EVENT_EOF), CloseReason.clientClosed, "client_closed_before_decision"),
+                      (Int16(BEV_EVENT_READING | BEV_EVENT_ERROR), CloseReason.clientError, "client_error_before_decision")])
+    func aHangUpAfterAPartialHeadHasATunnelClosedLine(_ event: Int16, _ reason: CloseReason, _ closeReason: String) throws {
+        let host = try FakeHost(policy: Self.policy)
+        do {
+            let (session, answer) = Self.drive(Array(Self.partialHead.utf8), host: host)
+            #expect(answer == "")
+            let side = session.clientSide
+            session.onEvent(event)
+            #expect(Self.written(to: side) == "")
+            #expect(host.told == ["ended"])
+            #expect(host.ends.count == 1)
+            guard case .closed(let ended, let closed)? = host.ends.first else {
+                Issue.record("expected tunnel_closed, got \(host.ends)")
+                return
+            }
+            #expect(ended == reason)
+            #expect(closed.passage == nil)
+            #expect(closed.bytesUp == 0 && closed.bytesDown == 0)
+            guard case .requested = closed.record.stage else {
+                Issue.record("expected a record of a request not read, got \(closed.record.stage)")
+                return
+            }
+            let line = SessionLog.end(host.ends[0])
+            #expect(line.event == "tunnel_closed")
+            guard case .string(let logged)? = line["close_reason"] else {
+                Issue.record("no close_reason in \(line.fields)")
+                return
+            }
+            #expect(logged == closeReason)
+            #expect(host.removed == 1)
         }
         #expect(host.objects == 0)
     }

@@ -42,11 +42,15 @@ final class Session {
         side.route(to: self, read: sessionReadCB, write: nil, event: sessionEventCB)
         side.enable(EV_READ)
         work = .readingRequest(headerTimeout: Timer(loop: host.loop, after: host.snapshot.policy.proxy.headerTimeout) { [weak self] in
-            guard let self else { return }
-            // A 408 is for a client that began a request; one that never spoke is only closed.
-            if sentNothing { return finish(.silent) }
-            perform(machine.requestRejected(.headerTimeout))
+            self?.headerTimedOut()
         })
+    }
+
+    /// `header_timeout` passed before a whole request head (the timer is dropped once one is read).
+    /// A 408 is for a client that began a request; one that never spoke is only closed.
+    func headerTimedOut() {
+        if sentNothing { return finish(.silent) }
+        perform(machine.requestRejected(.headerTimeout))
     }
 
     /// Has not sent a byte since it connected: none read (bytes of an unfinished head wait in the
