@@ -29,6 +29,15 @@ import Testing
         #expect(PortHolder.holding(port: 9, tables: []) == .unknown)
     }
 
+    /// The same local port in TIME-WAIT toward one peer and ESTABLISHED toward another (the kernel
+    /// reuses ports so): the live connection is the one that holds it, in either order.
+    @Test func aLiveConnectionIsNamedBeforeATimeWaitOne() {
+        let timeWait = "   3: 0100007F:A028 0100007F:1F90 06 00000000:00000000 03:00001562 00000000     0        0 0 3 0000000000000000"
+        let header = String(Self.tcp.split(separator: "\n")[0])
+        #expect(PortHolder.holding(port: 41000, tables: [header + "\n" + timeWait, Self.tcp]) == .connection(state: "ESTABLISHED"))
+        #expect(PortHolder.holding(port: 41000, tables: [Self.tcp + "\n" + timeWait]) == .connection(state: "ESTABLISHED"))
+    }
+
     @Test func theEphemeralRangeIsReadAsTheKernelWritesIt() {
         #expect(PortHolder.parseRange("32768\t60999\n") == 32768...60999)
         #expect(PortHolder.parseRange("60999 32768") == nil)

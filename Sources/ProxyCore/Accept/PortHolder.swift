@@ -22,7 +22,8 @@ public enum PortHolder: Equatable, Sendable {
         return holding(port: port, tables: tables)
     }
 
-    /// From the tables' text: a listener wins over a connection (either makes the bind fail).
+    /// From the tables' text: a listener wins over a connection (either makes the bind fail), a
+    /// live connection over one in TIME-WAIT.
     static func holding(port: UInt16, tables: [String]) -> PortHolder {
         var states: [String] = []
         for table in tables {
@@ -35,8 +36,11 @@ public enum PortHolder: Equatable, Sendable {
             }
         }
         if states.contains("0A") { return .listener }
-        guard let first = states.first else { return .unknown }
-        return .connection(state: stateNames[first] ?? "state 0x\(first)")
+        // A live connection before a TIME-WAIT one: the kernel may hand a port still in TIME-WAIT
+        // (toward one peer) to a new connection (toward another), and with SO_REUSEADDR only the
+        // live one keeps pinproxy's bind from succeeding.
+        guard let holder = states.first(where: { $0 != "06" }) ?? states.first else { return .unknown }
+        return .connection(state: stateNames[holder] ?? "state 0x\(holder)")
     }
 
     /// The TCP states of include/net/tcp_states.h, as `ss` names them.

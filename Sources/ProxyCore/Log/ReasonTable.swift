@@ -155,6 +155,21 @@ extension Refusal.Code {
     private static let noTLS = "the upstream did not complete a TLS handshake; is it a TLS server on this port?"
 }
 
+extension RefusalReason {
+    /// The client body's and the line's `detail` of a refusal the probe's chain earned.
+    func detail(_ target: Target, _ evaluation: Evaluation) -> String {
+        let host = target.description
+        switch self {
+        case .pinMismatch: return "no certificate in the verified chain of \(host) matches a pin of its rule"
+        case .chainInvalid, .hostnameMismatch: return "the certificate chain of \(host) is not valid: \(evaluation.chainFailure?.detail ?? rawValue)"
+        case .denylistedKey: return "the chain of \(host) carries a deny-listed key"
+        case .ctNotCompliant: return "the certificate of \(host) does not meet Chrome's Certificate Transparency policy: \(evaluation.ctShortfall ?? "not compliant")"
+        // Admission's reasons, decided before any chain (their details are `AdmissionCause`'s).
+        case .portNotAllowed, .destinationProhibited, .clientNotAllowed, .unpinnedDenied: return rawValue
+        }
+    }
+}
+
 extension StreamReason {
     /// What the operator can do about a stream check's refusal. The tunnel was open (its `200`
     /// sent), so the client gets no HTTP answer: its TLS fails (with a `bad_certificate` alert for

@@ -215,7 +215,7 @@ struct SessionMachine {
         }
         let decision: TunnelDecision
         switch evaluation.verdict {
-        case .refused(let reason): return refuse(.policy(reason, detail: refusalDetail(reason, admitted.authority, evaluation)), judged)
+        case .refused(let reason): return refuse(.policy(reason, detail: reason.detail(admitted.authority.target, evaluation)), judged)
         case .allowed(let match): decision = .allowed(match)
         case .bypassed(let reason, let basis): decision = .bypassed(wouldRefuse: reason, by: basis)
         case .unpinned(let basis): decision = .unpinned(basis)
@@ -279,16 +279,5 @@ struct SessionMachine {
     private mutating func refuse(_ refusal: Refusal, _ record: DecisionRecord) -> Action {
         state = .lingering
         return .refuse(refusal, record)
-    }
-
-    private func refusalDetail(_ reason: RefusalReason, _ authority: Authority, _ evaluation: Evaluation) -> String {
-        let host = authority.target.description
-        switch reason {
-        case .pinMismatch: return "no certificate in the verified chain of \(host) matches a pin of its rule"
-        case .chainInvalid, .hostnameMismatch: return "the certificate chain of \(host) is not valid: \(evaluation.chainFailure?.detail ?? reason.rawValue)"
-        case .denylistedKey: return "the chain of \(host) carries a deny-listed key"
-        case .ctNotCompliant: return "the certificate of \(host) does not meet Chrome's Certificate Transparency policy: \(evaluation.ctShortfall ?? "not compliant")"
-        default: return reason.rawValue
-        }
     }
 }
