@@ -422,26 +422,23 @@ private struct RawInterval: Decodable {
 private struct Base64Field: Decodable {
     let bytes: [UInt8]
 
-    init(from decoder: any Decoder) throws {
-        let c = try decoder.singleValueContainer()
-        let text = try c.decode(String.self)
-        guard let bytes = Base64.decode(text) else {
-            throw DecodingError.dataCorruptedError(in: c, debugDescription: "'\(text.prefix(60))' is not base64")
-        }
-        self.bytes = bytes
-    }
+    init(from decoder: any Decoder) throws { bytes = try decodeString(decoder, isNot: "base64", Base64.decode) }
 }
 
 /// A string holding an RFC 3339 timestamp.
 private struct TimestampField: Decodable {
     let date: Date
 
-    init(from decoder: any Decoder) throws {
-        let c = try decoder.singleValueContainer()
-        let text = try c.decode(String.self)
-        guard let date = RFC3339.parse(text) else {
-            throw DecodingError.dataCorruptedError(in: c, debugDescription: "'\(text.prefix(60))' is not an RFC 3339 timestamp")
-        }
-        self.date = date
+    init(from decoder: any Decoder) throws { date = try decodeString(decoder, isNot: "an RFC 3339 timestamp", RFC3339.parse) }
+}
+
+/// One string value that `parse` must accept. Both field types quote a rejected value the same way:
+/// its first 60 characters, since a downloaded list may hold anything, of any length.
+private func decodeString<T>(_ decoder: any Decoder, isNot what: String, _ parse: (String) -> T?) throws -> T {
+    let c = try decoder.singleValueContainer()
+    let text = try c.decode(String.self)
+    guard let value = parse(text) else {
+        throw DecodingError.dataCorruptedError(in: c, debugDescription: "'\(text.prefix(60))' is not \(what)")
     }
+    return value
 }

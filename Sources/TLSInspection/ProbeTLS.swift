@@ -98,11 +98,11 @@ public final class ProbeSSL {
         if handshakeCompleted { return .handshakeCompleted }
         let types = received.types
         if SSL_version(ref) == TLS1_3_VERSION {
-            guard let verify = types.firstIndex(of: HandshakeType.certificateVerify),
-                  types[(verify + 1)...].contains(HandshakeType.finished) else { return nil }
+            guard let verify = types.firstIndex(of: tlsHandshakeCertificateVerify),
+                  types[(verify + 1)...].contains(tlsHandshakeFinished) else { return nil }
             return .certificateVerify
         }
-        guard let exchange = types.firstIndex(of: HandshakeType.serverKeyExchange), exchange + 1 < types.count else { return nil }
+        guard let exchange = types.firstIndex(of: tlsHandshakeServerKeyExchange), exchange + 1 < types.count else { return nil }
         return .serverKeyExchange
     }
 
@@ -139,27 +139,16 @@ private final class ReceivedHandshakeMessages {
     var certificate: [UInt8]?
 }
 
-/// RFC 8446 §4 / RFC 5246 §7.4 handshake message types the proof depends on.
-private enum HandshakeType {
-    static let serverHello: UInt8 = 2
-    static let certificate: UInt8 = 11
-    static let serverKeyExchange: UInt8 = 12
-    static let certificateVerify: UInt8 = 15
-    static let finished: UInt8 = 20
-}
-
-private let contentTypeHandshake: Int32 = 22
-
 private let probeMessageCallback: @convention(c) (Int32, Int32, Int32, UnsafeRawPointer?, Int, OpaquePointer?, UnsafeMutableRawPointer?) -> Void = {
     written, _, contentType, buffer, length, _, arg in
-    guard written == 0, contentType == contentTypeHandshake, length >= 1, let buffer, let arg else { return }
+    guard written == 0, contentType == Int32(tlsContentTypeHandshake), length >= 1, let buffer, let arg else { return }
     let received = Unmanaged<ReceivedHandshakeMessages>.fromOpaque(arg).takeUnretainedValue()
     // A server sends at most a dozen handshake messages; the bound keeps a hostile one from growing this.
     let type = buffer.load(as: UInt8.self)
     if received.types.count < 64 { received.types.append(type) }
     // Bounded by what a handshake message can be (2^24) and, in practice, by the probe's read limit.
-    if length >= 4, type == HandshakeType.serverHello || (type == HandshakeType.certificate && received.certificate == nil) {
+    if length >= 4, type == tlsHandshakeServerHello || (type == tlsHandshakeCertificate && received.certificate == nil) {
         let whole = Array(UnsafeRawBufferPointer(start: buffer, count: length))
-        if type == HandshakeType.serverHello { received.serverHello = whole } else { received.certificate = whole }
+        if type == tlsHandshakeServerHello { received.serverHello = whole } else { received.certificate = whole }
     }
 }

@@ -26,6 +26,7 @@ let tlsHandshakeClientHello: UInt8 = 1
 let tlsHandshakeServerHello: UInt8 = 2
 let tlsHandshakeNewSessionTicket: UInt8 = 4
 let tlsHandshakeCertificate: UInt8 = 11
+let tlsHandshakeServerKeyExchange: UInt8 = 12       // TLS 1.2 only: ProbeTLS's key proof
 let tlsHandshakeFinished: UInt8 = 20
 
 // RFC 8446 §4.2: ExtensionType.
