@@ -52,15 +52,30 @@ public enum QuarantineLift: String, Hashable, Sendable, CaseIterable {
 public enum ForwardOutcome: String, Hashable, Sendable, CaseIterable {
     /// Both bodies went through.
     case complete
+    /// Still running when `drain_timeout` ended.
     case shutdown
+    /// A reload pinned the host or denied its address.
     case policyReload = "policy_reload"
+    /// The request body's framing is broken.
     case badRequestBody = "bad_request_body"
+    /// The server's answer cannot be passed on.
     case badResponse = "bad_response"
+    /// The server ended before its response did: it went silent, closed, reset or failed.
     case upstreamTimeout = "upstream_timeout"
     case upstreamClosed = "upstream_closed"
     case upstreamReset = "upstream_reset"
     case upstreamError = "upstream_error"
+    /// Nothing moved for `idle_timeout`.
     case idleTimeout = "idle_timeout"
+    /// The client ended what it sends (a half-close counts), or its connection broke.
     case clientClosed = "client_closed"
     case clientError = "client_error"
+}
+
+/// What a confirming look concluded when it found no interception: the `outcome` of `confirming_look`.
+public enum LookOutcome: String, Hashable, Sendable, CaseIterable {
+    /// The server proved the same failing chain again for the client's hello.
+    case sameChain = "same_chain"
+    /// The second look showed no proved chain.
+    case undecided
 }

@@ -191,9 +191,9 @@ struct CheckCommand: ParsableCommand {
             for warning in evaluation.warnings {
                 switch warning {
                 case .noRealBackup:  // BackupRule
-                    Output.out("\(prefix) warning[no_real_backup]: \(warning.detail(onExpiry: nil)); \(BackupRule.advice)")
+                    Output.out("\(prefix) warning[\(warning.code)]: \(warning.detail(onExpiry: nil)); \(BackupRule.advice)")
                 case .leafExpiresSoon:
-                    Output.out("\(prefix) warning[leaf_expires_soon]: \(warning.detail(onExpiry: nil))")
+                    Output.out("\(prefix) warning[\(warning.code)]: \(warning.detail(onExpiry: nil))")
                 case .ruleExpired, .ruleExpiresSoon:
                     break
                 }

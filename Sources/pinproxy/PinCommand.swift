@@ -275,7 +275,7 @@ struct PinCommand: ParsableCommand {
         case .allowed(let match):
             let matches = "# MATCHES rule at line \(rule.line) (pin \(match.entry.pin) at position \(match.position))."
             guard evaluation.warnings.contains(.noRealBackup) else { return matches }
-            return matches + "\n# warning[no_real_backup]: every pin of the rule matched this one chain, so none of them is a real backup; \(BackupRule.advice)"
+            return matches + "\n# warning[\(RuntimeWarning.noRealBackup.code)]: \(RuntimeWarning.noRealBackup.detail(onExpiry: nil)); \(BackupRule.advice)"
         case .refused(let reason), .bypassed(let reason, _):
             return "# DOES NOT MATCH rule at line \(rule.line) (\(reason.rawValue)\(validation.failureDetail)) — do not paste these pins unless you have confirmed the change out of band."
         case .unpinned:
@@ -288,7 +288,7 @@ struct PinCommand: ParsableCommand {
         let allowed = policy.proxy.allowedPorts
         guard !allowed.contains(port) else { return [] }
         return [
-            "# Port \(port) is not in proxy.allowed_ports, so every CONNECT to it is refused (403 port_not_allowed); allow it:",
+            "# Port \(port) is not in proxy.allowed_ports, so every CONNECT to it is refused (\(Refusal.policy(.portNotAllowed, detail: "").status) \(RefusalReason.portNotAllowed.rawValue)); allow it:",
             "#   proxy:",
             "#     allowed_ports: [\((allowed + [port]).map(String.init).joined(separator: ", "))]",
         ]

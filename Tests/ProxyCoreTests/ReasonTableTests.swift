@@ -20,6 +20,54 @@ import Testing
             .map { $0.split(separator: "|", omittingEmptySubsequences: false).dropFirst().dropLast().map { $0.trimmingCharacters(in: .whitespaces) } }
     }()
 
+    /// How the client table names the situation of a code that shares its answer with another.
+    static let situationWords: [Refusal.Code: String] = [
+        .policy(.chainInvalid): "chain", .policy(.hostnameMismatch): "hostname", .policy(.unpinnedDenied): "unpinned: deny",
+        .policy(.portNotAllowed): "port not allowed", .network(.badRequest): "bad target or head",
+    ]
+
+    /// Every answer and hint, byte for byte, as the committed fixture has them: a change to any of
+    /// them is a change to the log interface, made on purpose (`PINPROXY_WRITE_FIXTURE=1` rewrites it).
+    @Test func everyAnswerAndHintIsAsCommitted() throws {
+        let fixture = Paths.repository.appendingPathComponent("Tests/ProxyCoreTests/Fixtures/reason-table.txt")
+        let client = SocketAddress.parse("127.0.0.1:4000")!
+        let snapshot = PolicySnapshot.loaded(from: """
+            version: 1
+            defaults: { unpinned: deny, require_backup: off }
+            rules:
+              - host: pinned.example.test
+                pins: ["\(Pins.leafEC)"]
+            """)
+        let authority = try Authority.parse("pinned.example.test:443").get()
+        let rule = try #require(snapshot.policy.rules.first)
+        let bare = DecisionRecord(conn: 7, client: client)
+        let ruled = DecisionRecord(conn: 7, client: client, .admitted(AskedConnect(authority: authority, snapshot: snapshot), .pinned(rule)))
+        var text = ""
+        for code in Self.codes {
+            let entry = code.entry
+            text += "\(code.rawValue): \(entry.status) \(entry.phrase); \(entry.proxyStatus)\n"
+            text += "  hint: \(entry.hint(bare))\n"
+            text += "  hint with a rule: \(entry.hint(ruled))\n"
+            text += "  plain hint: \(PlainLog.hint(for: Refusal(code, detail: ""), conn: 7, client: client))\n"
+        }
+        for reason in StreamReason.all { text += "stream \(reason.code): \(reason.hint(ruled))\n" }
+        let date = Date(timeIntervalSince1970: 1_800_000_000)
+        for warning in [RuntimeWarning.noRealBackup, .leafExpiresSoon(notAfter: date), .ruleExpired(date), .ruleExpiresSoon(date)] {
+            text += "warning \(warning.code): \(warning.level) \(warning.hint(ruled) ?? "-")\n"
+        }
+        for code in CloseCode.allCases { text += "close \(code.rawValue): \(code.entry.level.map { "\($0)" } ?? "no line") \(code.entry.counters)\n" }
+        for reason in TunnelReason.allCases { text += "tunnel \(reason.rawValue): \(reason.entry.level.map { "\($0)" } ?? "no line") \(reason.entry.counters)\n" }
+        for outcome in ForwardOutcome.allCases { text += "forwarded \(outcome.rawValue): \(outcome.level)\n" }
+        if ProcessInfo.processInfo.environment["PINPROXY_WRITE_FIXTURE"] == "1" { try text.write(to: fixture, atomically: true, encoding: .utf8) }
+        let committed = try String(contentsOf: fixture, encoding: .utf8)
+        let (got, want) = (text.split(separator: "\n", omittingEmptySubsequences: false), committed.split(separator: "\n", omittingEmptySubsequences: false))
+        for (index, line) in got.enumerated() where index >= want.count || want[index] != line {
+            Issue.record("line \(index + 1) differs from the fixture:\n  now: \(line)\n  was: \(index < want.count ? want[index] : "(none)")")
+            break
+        }
+        #expect(got.count == want.count)
+    }
+
     /// A reason's answer as its HTTP response carries it.
     @Test(arguments: codes)
     func theResponseSaysTheEntrysAnswer(_ code: Refusal.Code) {
@@ -41,8 +89,18 @@ import Testing
             return
         }
         let entry = code.entry
-        #expect(Self.clientRows.contains { $0[1].contains("\(entry.status) \(entry.phrase)") && $0[2].contains("`\(entry.proxyStatus)`") },
-                "docs/logs.md shows no row with \(entry.status) \(entry.phrase) and `\(entry.proxyStatus)` for \(code.rawValue)")
+        // A code that shares its answer with another is told apart by its `details=` in the row.
+        let sharing = Self.codes.filter { $0 != code && $0.entry.status == entry.status && $0.entry.phrase == entry.phrase }
+        let named = Self.clientRows.contains { $0[2].contains("details=\"\(code.rawValue)\"") }
+        #expect(Self.clientRows.contains { row in
+            row[1].contains("\(entry.status) \(entry.phrase)") && row[2].contains("`\(entry.proxyStatus)")
+                && (!named || row[2].contains("details=\"\(code.rawValue)\""))
+        }, "docs/logs.md shows no row with \(entry.status) \(entry.phrase) and `\(entry.proxyStatus)` for \(code.rawValue)")
+        if !sharing.isEmpty && !named {
+            // Then the situation column says which situations share it (e.g. "port not allowed").
+            #expect(Self.clientRows.contains { $0[1].contains("\(entry.status) \(entry.phrase)") && $0[0].contains(Self.situationWords[code] ?? code.rawValue) },
+                    "docs/logs.md's row for \(entry.status) \(entry.phrase) does not name \(code.rawValue)'s situation")
+        }
     }
 
     /// Each status and phrase the reference shows is one pinproxy sends.
@@ -52,15 +110,25 @@ import Testing
         for code in Self.codes { sent.insert("\(code.entry.status) \(code.entry.phrase)") }
         let errorTypes = Set(Self.codes.map(\.entry.proxyStatus) + ["http_request_denied", "connection_timeout", "destination_unavailable"])
         let answer = try Regex(#"[1-5][0-9][0-9] [A-Z][A-Za-z]*(?: (?:[A-Z][A-Za-z]*|of|by))*"#)
+        let pairs = Set(Self.codes.map { "\($0.entry.status) \($0.entry.phrase) `\($0.entry.proxyStatus)`" })
         var shown = 0
         for row in Self.clientRows {
-            for match in row[1].matches(of: answer) {
-                shown += 1
-                #expect(sent.contains(String(row[1][match.range])), "docs/logs.md shows \(row[1][match.range]), which no reason sends")
+            let answers = row[1].matches(of: answer).map { String(row[1][$0.range]) }
+            shown += answers.count
+            for shownAnswer in answers { #expect(sent.contains(shownAnswer), "docs/logs.md shows \(shownAnswer), which no reason sends") }
+            let types = row[2].split(separator: "`", omittingEmptySubsequences: false).enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) }
+                .filter { !$0.hasPrefix("details=") && !$0.hasPrefix("received-status=") }
+            for type in types { #expect(errorTypes.contains(type), "docs/logs.md shows the Proxy-Status error \(type), which no reason sends") }
+            // A row's `details="code"` names a code whose answer the row shows.
+            for named in row[2].matches(of: try Regex(#"details="([a-z_]+)""#)) {
+                let code = Self.codes.first { "details=\"\($0.rawValue)\"" == row[2][named.range] }
+                #expect(code.map { answers.contains($0.answerLine) } == true, "docs/logs.md's row \(row[1]) names \(row[2][named.range])")
             }
-            for word in row[2].split(separator: "`", omittingEmptySubsequences: false).enumerated().filter({ $0.offset % 2 == 1 }).map({ String($0.element) })
-            where !word.hasPrefix("details=") && !word.hasPrefix("received-status=") {
-                #expect(errorTypes.contains(word), "docs/logs.md shows the Proxy-Status error \(word), which no reason sends")
+            // "502 DNS Error / 504 DNS Timeout" with "`dns_error` / `dns_timeout`": each answer goes with its type.
+            if answers.count == types.count {
+                for (shownAnswer, type) in zip(answers, types) {
+                    #expect(pairs.contains("\(shownAnswer) `\(type)`"), "docs/logs.md pairs \(shownAnswer) with `\(type)`, which no reason sends together")
+                }
             }
         }
         #expect(shown >= Set(Self.codes.map { "\($0.entry.status) \($0.entry.phrase)" }).count)

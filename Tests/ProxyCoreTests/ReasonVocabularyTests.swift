@@ -6,7 +6,7 @@ import Testing
 
 /// Every reason code pinproxy writes lives in PinPolicy's vocabulary (`RefusalReason`,
 /// `NetworkRefusal`, `StreamReason`, `CloseCode`, `TunnelReason`, `QuarantineLift`, the bypass and
-/// unpinned bases), and the log reference (docs/logs.md) names each of them: a reason added to the
+/// unpinned bases, the `outcome`s of `http_forwarded` and `confirming_look`), and the log reference (docs/logs.md) names each of them: a reason added to the
 /// code and not to the reference fails here.
 @Suite struct ReasonVocabularyTests {
     static let reference = (try? String(contentsOfFile: Paths.repository.appendingPathComponent("docs/logs.md").path, encoding: .utf8)) ?? ""
@@ -17,6 +17,7 @@ import Testing
         + TunnelReason.allCases.map(\.rawValue) + QuarantineLift.allCases.map(\.rawValue)
         + [BypassBasis.reportMode, .expiredRule, .debugBypass(until: Date()), .ctReport, .ctStaleList].map(\.code)
         + [UnpinnedBasis.noRule, .ruleUnpinned].map(\.rawValue) + ForwardOutcome.allCases.map(\.rawValue)
+        + LookOutcome.allCases.map(\.rawValue)
 
     @Test(arguments: codes)
     func theLogReferenceNamesTheReason(_ code: String) {

@@ -10,11 +10,11 @@ extension Policy {
         case .refused(let cause):
             switch cause {
             case .portNotAllowed:
-                lines.append("refused before any rule: port \(authority.port) is not in proxy.allowed_ports (\(proxy.allowedPorts.map(String.init).joined(separator: ", "))) → 403")
+                lines.append("refused before any rule: port \(authority.port) is not in proxy.allowed_ports (\(proxy.allowedPorts.map(String.init).joined(separator: ", "))) → \(cause.refusal.status)")
             case .destinationDenied:
-                lines.append("refused before any rule: the address is in proxy.deny_destinations (\(proxy.denyDestinations)) → 403")
+                lines.append("refused before any rule: the address is in proxy.deny_destinations (\(proxy.denyDestinations)) → \(cause.refusal.status)")
             case .unpinnedDenied:
-                lines.append("no rule matches; defaults.unpinned is deny → refused with 403")
+                lines.append("no rule matches; defaults.unpinned is deny → refused with \(cause.refusal.status)")
             default:
                 lines.append("refused: \(cause.refusal.reason)")
             }
@@ -44,9 +44,9 @@ extension Policy {
             case (.pinsOnly, _):
                 // Under pins-only a pinned certificate is the only anchor: no match means no valid
                 // chain, and an invalid chain is refused in every mode.
-                lines.append("no match → refused with 502 Certificate Invalid (chain_invalid: under trust pins-only a pinned certificate is the only anchor; in every mode)")
+                lines.append("no match → refused with \(Refusal.Code.policy(.chainInvalid).answerLine) (\(RefusalReason.chainInvalid.rawValue): under trust pins-only a pinned certificate is the only anchor; in every mode)")
             case (_, .report): lines.append("no match → tunnelled anyway and logged as would-refuse (mode: report)")
-            default: lines.append("no match → refused with 502 Certificate Pin Mismatch")
+            default: lines.append("no match → refused with \(Refusal.Code.policy(.pinMismatch).answerLine)")
             }
             if let expires = rule.expires { lines.append("expires \(RFC3339.format(expires)); after that: on_expiry \(rule.onExpiry?.rawValue ?? "?")") }
         }

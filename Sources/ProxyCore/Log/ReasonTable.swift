@@ -84,7 +84,7 @@ extension Refusal.Code {
             return RefusalEntry(400, "Bad Request", "http_request_error") { _ in WrongProtocol.hint }
         case .network(.methodNotAllowed):
             return RefusalEntry(405, "Method Not Allowed", "http_request_denied",
-                                plain: "pinproxy forwards \(PlainRequest.methods.sorted().joined(separator: ", ")) over plain HTTP") { _ in
+                                plain: "pinproxy forwards \(Self.forwardedMethods) over plain HTTP") { _ in
                 Self.noValidConnect
             }
         case .network(.requestTooLarge):
@@ -148,6 +148,11 @@ extension Refusal.Code {
         }
     }
 
+    /// The status and phrase (`403 Forbidden by Pin Policy`), where words name the answer.
+    var answerLine: String { "\(entry.status) \(entry.phrase)" }
+
+    private static let forwardedMethods = PlainRequest.methods.sorted().joined(separator: ", ")
+
     // Hints that several codes share.
     private static let noValidConnect = "the client sent no valid CONNECT request; see the log reference, docs/logs.md"
     private static let resolveHint = "check proxy.dns (nameservers, hosts_file) or map the name in the policy's resolve: (pinproxy resolves every CONNECT name itself; a client's own mapping, such as curl --resolve, does not reach through a proxy)"
@@ -171,6 +176,20 @@ extension RefusalReason {
 }
 
 extension StreamReason {
+    /// Whether report mode or a debug bypass may let the tunnel through. Only what leaves it where
+    /// it would be without the check (probe-only): a TLS 1.3 key-log line missing or wrong, a mirror
+    /// that fails, a quarantine. What leaves nothing to judge — bytes that are not TLS, a flight
+    /// that does not parse, a resumption of an unknown session, a replayed hello, a server that
+    /// never answers — is refused in every mode: letting it through would let a deny-listed key
+    /// through unseen. An SNI mismatch is decided by `SNIScope` (never a name another enforced rule
+    /// holds); a chain's own reasons by the rule's mode, as the probe's are.
+    var mayBeLetThrough: Bool {
+        switch self {
+        case .keylogMissing, .keylogInvalid, .mirrorInvalid, .mirrorFailed, .mirrorLost, .quarantined: return true
+        case .notTLS, .sniMismatch, .unverifiedResumption, .malformedTLS, .policy, .firstFlightTimeout, .helloReplayed: return false
+        }
+    }
+
     /// What the operator can do about a stream check's refusal. The tunnel was open (its `200`
     /// sent), so the client gets no HTTP answer: its TLS fails (with a `bad_certificate` alert for
     /// a judged chain). The line is `tunnel_refused` with a `stage`, a warning, counted in `refused`
@@ -195,50 +214,54 @@ extension StreamReason {
 }
 
 /// How a reason that is no refusal is logged and counted.
-struct NoticeEntry {
-    /// The line's level; nil: no line of its own (a summary line or a counter speaks for it).
+struct OutcomeEntry {
+    /// The line's level; nil: no line of its own (a summary line or a counter speaks for it;
+    /// `Session.finish` closes such a session without one).
     let level: Logger.Level?
-    /// The counters it adds to: each is a `stats` key and a `/metrics` series (`StatsSample.keys`,
-    /// `MetricsText`), but `closedByReload`, which the `policy_reloaded` line's count comes from.
+    /// The counters it adds to, besides `closed`, which counts every `tunnel_closed` line: each is
+    /// a `stats` key and a `/metrics` series (`StatsSample.keys`, `MetricsText`), but
+    /// `closedByReload`, which the `policy_reloaded` line's count comes from. A new counter is
+    /// also a field of `Counters` (and its `summed`), a `StatsSample` key and a `MetricsText`
+    /// series; `ReasonTableTests` and `CountersTests` say which is missing.
     let counters: [WritableKeyPath<Counters, Int>]
 }
 
 extension CloseCode {
     /// A `tunnel_closed` line's `close_reason`.
-    var entry: NoticeEntry {
+    var entry: OutcomeEntry {
         switch self {
         case .eof, .clientReset, .upstreamReset, .clientError, .upstreamError, .idleTimeout, .clientClosed, .shutdown, .debugBypassExpired:
-            return NoticeEntry(level: .info, counters: [\.closed])
+            return OutcomeEntry(level: .info, counters: [])
         // The client's doing, never an alarm; `no_client_hello` says how often it happens.
         case .clientHelloTimeout, .reclaimed:
-            return NoticeEntry(level: .info, counters: [\.closed, \.withoutClientHello])
+            return OutcomeEntry(level: .info, counters: [\.withoutClientHello])
         // An open tunnel the operator's new policy refuses: the line carries the refusal's reason.
         case .policyReload:
-            return NoticeEntry(level: .warning, counters: [\.closed, \.closedByReload])
+            return OutcomeEntry(level: .warning, counters: [\.closedByReload])
         // One of thousands in a flood: the worker's `silent_connections_reaped` speaks for them.
         case .reaped:
-            return NoticeEntry(level: nil, counters: [\.silentReaped])
+            return OutcomeEntry(level: nil, counters: [\.silentReaped])
         // A connection that never sent a byte (it left, or stayed silent for `header_timeout`):
         // no line, as HAProxy's `dontlognull`.
         case .silent:
-            return NoticeEntry(level: nil, counters: [\.silentClosed])
+            return OutcomeEntry(level: nil, counters: [\.silentClosed])
         }
     }
 }
 
 extension TunnelReason {
     /// The `reason` of a line about an open tunnel that is no refusal.
-    var entry: NoticeEntry {
+    var entry: OutcomeEntry {
         switch self {
         // A pinned TLS 1.3 tunnel rests on the probe alone: allowed, never quietly.
-        case .mirrorUnavailable: return NoticeEntry(level: .warning, counters: [\.mirrorsUnavailable])
+        case .mirrorUnavailable: return OutcomeEntry(level: .warning, counters: [\.mirrorsUnavailable])
         // Allowed (clients do not recover from a refused resumption), but nothing verified it.
-        case .resumptionUnverified: return NoticeEntry(level: .warning, counters: [\.unverifiedResumptions])
-        // On `close_reason=policy_reload`, which counts it.
-        case .unverifiedChain: return NoticeEntry(level: .warning, counters: [])
+        case .resumptionUnverified: return OutcomeEntry(level: .warning, counters: [\.unverifiedResumptions])
+        // Said on a `close_reason=policy_reload` line, whose level and counter are that code's.
+        case .unverifiedChain: return OutcomeEntry(level: .warning, counters: [])
         // What the client asked for, unless it is a downgrade (`SessionLog.versionChanged` raises
         // that to a warning).
-        case .tlsVersionChanged: return NoticeEntry(level: .info, counters: [])
+        case .tlsVersionChanged: return OutcomeEntry(level: .info, counters: [])
         }
     }
 }

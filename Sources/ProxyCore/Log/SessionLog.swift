@@ -152,12 +152,12 @@ enum SessionLog {
         var r = LogRecord(again == nil ? .info : .warning, "confirming_look", identity(s) + ruleFields(s))
         r.fields += [("stage", .string(failed.stage.rawValue)), ("reason", .string(failed.reason.code))]
         if let again {
-            r["outcome"] = .string("same_chain")
+            r["outcome"] = .string(LookOutcome.sameChain.rawValue)
             r["detail"] = .string("\(failed.detail); a second copy of the client's ClientHello, on a fresh connection, was shown that chain again, proved by the server: the server answers this hello so")
             r.fields += chainFields(again.validation) + expectedFields(s)
             r["hint"] = .string("no incident: the same hello got the same chain twice. Either the server gives this client's ClientHello another certificate than pinproxy's probe (dual ECDSA and RSA certificates and the client's signature algorithms, another virtual host's name, an ALPN such as acme-tls/1) or changed its key, or something on the path intercepts every hello of this shape; either way every such tunnel is refused. If the chain is the server's own, pin its key too or change the client's settings; if it is not, investigate the path")
         } else {
-            r["outcome"] = .string("undecided")
+            r["outcome"] = .string(LookOutcome.undecided.rawValue)
             r["detail"] = .string("\(failed.detail); a second copy of the client's ClientHello showed no proved chain: \(why ?? "")")
         }
         return r

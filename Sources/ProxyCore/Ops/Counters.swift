@@ -45,7 +45,8 @@ struct Counters: Equatable {
             bytesUp += tunnel.bytesUp
             bytesDown += tunnel.bytesDown
         case .closed(let reason, let tunnel):
-            // Where the reasons' entries (`ReasonTable`) count them.
+            closed += 1
+            // And where the reasons' entries (`ReasonTable`) count them.
             if let code = reason.closeCode { count(code.entry) }
             if let unverified = tunnel.stream?.leftUnverified { count(unverified.reason.entry) }
             bytesUp += tunnel.bytesUp
@@ -55,7 +56,7 @@ struct Counters: Equatable {
 
     /// A reason that is no refusal, in each counter its entry names (`times`: a worker's summary of
     /// many, such as the silent connections it reaped).
-    mutating func count(_ entry: NoticeEntry, times: Int = 1) {
+    mutating func count(_ entry: OutcomeEntry, times: Int = 1) {
         for counter in entry.counters { self[keyPath: counter] += times }
     }
 

@@ -50,15 +50,21 @@ public struct Refusal: Hashable, Sendable {
 
     /// Status, reason phrase and RFC 9209 §2.3 error type: the reason's entry (`ReasonTable`), or
     /// the parent proxy's answer passed on.
-    public var status: Int { relayed?.status ?? code.entry.status }
-    public var phrase: String { relayed?.phrase ?? code.entry.phrase }
-    public var proxyStatus: String {
-        guard let relayed else { return code.entry.proxyStatus }
-        switch relayed.received {
-        case 403?, 407?: return "http_request_denied"
-        case 504?: return "connection_timeout"
-        default: return "destination_unavailable"
+    public var status: Int { answer.status }
+    public var phrase: String { answer.phrase }
+    public var proxyStatus: String { answer.proxyStatus }
+
+    private var answer: (status: Int, phrase: String, proxyStatus: String) {
+        guard let relayed else {
+            let entry = code.entry
+            return (entry.status, entry.phrase, entry.proxyStatus)
         }
+        let type = switch relayed.received {
+        case 403?, 407?: "http_request_denied"
+        case 504?: "connection_timeout"
+        default: "destination_unavailable"
+        }
+        return (relayed.status, relayed.phrase, type)
     }
 
     /// A refusal decided by the policy.
@@ -87,12 +93,14 @@ public struct Refusal: Hashable, Sendable {
         var body = "pinproxy refused "
         body += host.map { "the tunnel to \($0)" } ?? "the request"
         body += ": \(reason) (\(detail))\n"
-        var head = "HTTP/1.1 \(status) \(phrase)\r\n"
-        head += "Proxy-Status: pinproxy; error=\(proxyStatus); details=\(structuredString(reason))"
+        let answer = self.answer
+        var head = "HTTP/1.1 \(answer.status) \(answer.phrase)\r\n"
+        head += "Proxy-Status: pinproxy; error=\(answer.proxyStatus); details=\(structuredString(reason))"
         if let received = relayed?.received { head += "; received-status=\(received)" }
         head += "\r\n"
-        if status == 405 { head += "Allow: CONNECT, \(PlainRequest.methods.sorted().joined(separator: ", "))\r\n" }
-        if status == 503 { head += "Retry-After: 1\r\n" }
+        // What the status itself asks for: the methods a 405 allows, when to retry after a 503.
+        if answer.status == 405 { head += "Allow: CONNECT, \(PlainRequest.methods.sorted().joined(separator: ", "))\r\n" }
+        if answer.status == 503 { head += "Retry-After: 1\r\n" }
         head += "Content-Type: text/plain; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
         return Array((head + body).utf8)
     }

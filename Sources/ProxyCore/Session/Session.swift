@@ -82,17 +82,18 @@ final class Session {
     /// The session's one end: shutdown, a hang-up, the relay's end, a reload — the machine says
     /// what follows (a close line, a release).
     func finish(_ reason: CloseReason) {
-        let leftSilent = [.clientClosed, .clientError, .silent].contains(reason) && sentNothing
-        guard reason == .reaped || leftSilent else { return perform(machine.ended(reason)) }
+        // A client that leaves without a byte ends as silent as one that never speaks.
+        let reason = (reason == .clientClosed || reason == .clientError) && sentNothing ? .silent : reason
+        guard let code = reason.closeCode, code.entry.level == nil else { return perform(machine.ended(reason)) }
         // One of thousands in a flood (the worker's summary line and the counters speak for them),
-        // or a connection that never asked for anything: no line of its own, as HAProxy's
-        // `dontlognull`. One still reading its request has nothing of ours to deliver: a reset frees
+        // or a connection that never asked for anything: no line of its own (`ReasonTable`), as
+        // HAProxy's `dontlognull`. One still reading its request has nothing of ours to deliver: a reset frees
         // its socket at once, without a FIN's round trip and the orphaned socket that waits for it
         // (a kept plain-HTTP connection reaped between requests may still have an answer's end in
         // the kernel: it gets a plain close).
         if case .readingRequest = machine.state { clientSide?.abortOnClose() }
         _ = machine.ended(reason)
-        if leftSilent { host.closedSilently() }
+        if reason == .silent { host.closedSilently() }
         release()
     }
 

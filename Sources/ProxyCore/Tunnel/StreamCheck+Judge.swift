@@ -98,16 +98,10 @@ extension StreamCheck {
         return certificate.facts.spki.description
     }
 
-    /// A refusal. Only a TLS 1.3 key-log line missing or wrong (which leaves the tunnel where it
-    /// would be without a key log: probe-only), or an SNI problem that `SNIScope` says may be
-    /// (never a name another enforced rule holds), is let through, by report mode or an active debug
-    /// bypass (then noted); the server's chain is still judged after an SNI, deny list and all.
-    /// What leaves nothing to judge — bytes that are not TLS, a flight that does not parse, a
-    /// resumption of an unknown session — is refused in every mode: letting it through would let a
-    /// deny-listed key through unseen.
+    /// A refusal, let through by report mode or an active debug bypass (then noted) when its reason
+    /// may be (`StreamReason.mayBeLetThrough`); an SNI problem decides that with `SNIScope`.
     func refuse(_ reason: StreamReason, _ detail: String, _ now: Date, stage: StreamStage = .stream) -> Inspection {
-        let overlookable: Set<StreamReason> = [.keylogMissing, .keylogInvalid, .mirrorInvalid, .mirrorFailed, .mirrorLost, .quarantined]
-        return refuse(reason, detail, overlookableBy: overlookable.contains(reason) ? context.bypassBasis(at: now) : nil, stage: stage)
+        refuse(reason, detail, overlookableBy: reason.mayBeLetThrough ? context.bypassBasis(at: now) : nil, stage: stage)
     }
 
     func refuse(_ reason: StreamReason, _ detail: String, overlookableBy basis: BypassBasis?, stage: StreamStage = .stream) -> Inspection {
