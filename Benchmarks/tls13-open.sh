@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What opening a TLS 1.3 flight costs, per captured flight:  Benchmarks/tls13-open.sh [ROUNDS=500]
 # Compiles TLSInspection's sources (with PinPolicy's pure files, as Fuzz/run.sh does), the captures
-# of Tests/TestSupport/TLS13Vectors.swift and Benchmarks/tls13-open.swift with -O into one binary,
+# of Tests/TestSupport/TLS13Vectors*.swift and Benchmarks/tls13-open.swift with -O into one binary,
 # and prints p50/p99 of TLS13ServerFlight init+feed+open and the ticket reader's read, in µs, as a
 # markdown table. CPU only (no sockets); bounded by ROUNDS.
 set -euo pipefail
@@ -20,5 +20,5 @@ printf 'module CShims {\n    header "%s/Sources/CShims/include/CShims.h"\n    ex
 clang -c -O2 -I Sources/CShims/include Sources/CShims/CShims.c -o "$work/cshims.o"
 swiftc -O -parse-as-library -module-name TLS13Bench -I Sources/COpenSSL -I "$work/cshims" \
   $(grep -L '^import Yams' Sources/PinPolicy/*.swift) "$work"/src/*.swift \
-  Tests/TestSupport/TLS13Vectors.swift Benchmarks/tls13-open.swift "$work/cshims.o" -lssl -lcrypto -o "$work/tls13-open"
+  Tests/TestSupport/TLS13Vectors*.swift Benchmarks/tls13-open.swift "$work/cshims.o" -lssl -lcrypto -o "$work/tls13-open"
 "$work/tls13-open" "$rounds"

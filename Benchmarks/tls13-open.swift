@@ -1,5 +1,5 @@
 // Micro-measure of TLS13ServerFlight (compiled by Benchmarks/tls13-open.sh with TLSInspection's
-// sources and the captures of Tests/TestSupport/TLS13Vectors.swift): per capture, the time of
+// sources and the captures of Tests/TestSupport/TLS13Vectors*.swift): per capture, the time of
 // init + feed + open of the whole flight (key derivation, decryption, parsing, CertificateVerify,
 // Finished), and of TLS13TicketReader over the tickets. Not a test: numbers for the README.
 import Foundation

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""Captures the TLS 1.3 vectors of Tests/TestSupport/TLS13Vectors.swift: real clients (openssl
+"""Captures the TLS 1.3 vectors of Tests/TestSupport/TLS13Vectors*.swift: real clients (openssl
 s_client, curl, Python ssl) writing a key log (-keylogfile / SSLKEYLOGFILE / keylog_filename)
 against openssl s_server with this directory's fixture certificates, through a recording relay on
 127.0.0.1. The secrets are those of throwaway loopback test servers only.
 
     cd Tests/TLSInspectionTests/Fixtures && ./capture-tls13.py > ../../TestSupport/TLS13Vectors.swift
+
+It prints one file, which the repository keeps split by subject so that no file exceeds 450 lines:
+TLS13Vectors.swift holds TLS13Capture and `all`, each TLS13Vectors+<subject>.swift some captures in
+an `extension TLS13Vectors`; split a new capture's output the same way, replacing those files.
 
 Each capture keeps: the client's bytes up to its (last) ClientHello record plus one more record cut
 to header + 16 bytes; the server's bytes up to the first application-data record after its

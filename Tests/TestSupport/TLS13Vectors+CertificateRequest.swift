@@ -1,0 +1,215 @@
+// Captured by Tests/TLSInspectionTests/Fixtures/capture-tls13.py (the type and the script's notes:
+// TLS13Vectors.swift): a server that sends a CertificateRequest, and a client that
+// sends no certificate.
+
+extension TLS13Vectors {
+    /// openssl s_client vs s_server -verify 1: CertificateRequest, the client sends no certificate.
+    public static let opensslCertificateRequest = TLS13Capture(
+        name: "opensslCertificateRequest", leaf: "leaf-ec256", suite: 0x1302,
+        chain: ["MIICQTCCAcegAwIBAgIUJiyw8fTd4mEnlqF+hKKA86wbgSwwCgYIKoZIzj0EAwIwPjEXMBUGA1UECgwOcGlucHJveHkgdGVzdHMxIzAhBgNVBAMMGnBpbnByb3h5IGdvb2QgaW50ZXJtZWRpYXRlMCAXDTI2MTEyMjAyNDMyM1oYDzIxMjYxMDI5MDI0MzIzWjA1MRcwFQYDVQQKDA5waW5wcm94eSB0ZXN0czEaMBgGA1UEAwwRYXBpLnBpbnByb3h5LnRlc3QwWTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAATEZOZdQv0ppnEbo6RuUeXN6zvu/8Zo22/CQZnZ+FgiUBlPvWS28PcWGA549n9pamohaTBlKM9V0+1ZX+sxuGHMo4GpMIGmMAwGA1UdEwEB/wQCMAAwDgYDVR0PAQH/BAQDAgWgMBMGA1UdJQQMMAoGCCsGAQUFBwMBMDEGA1UdEQQqMCiCEWFwaS5waW5wcm94eS50ZXN0ghMqLmFwaS5waW5wcm94eS50ZXN0MB0GA1UdDgQWBBRYET0l90RI0mJk0D2whW0aUNY2XDAfBgNVHSMEGDAWgBQDmVaDGyzBGg0n/h9p4ItVoZdkETAKBggqhkjOPQQDAgNoADBlAjBXrsJsih0FVk7akAnwRVzlzN4v7TkfuyHHiJxRUctGbm6D/1zJXcJ5IaF/tbuCWE8CMQD1PnDGfFAee575gMAfQYl8KgOisY33NHwXzZJFsG/z4LOjjmA5U0bOEMXXhHpMqjA=", "MIIDuTCCAaGgAwIBAgIUb5/ECtwE7Px+F4EglZwmxrGQodQwDQYJKoZIhvcNAQELBQAwNjEXMBUGA1UECgwOcGlucHJveHkgdGVzdHMxGzAZBgNVBAMMEnBpbnByb3h5IGdvb2Qgcm9vdDAgFw0yNjExMjIwMjQzMjNaGA8yMTI2MTAyOTAyNDMyM1owPjEXMBUGA1UECgwOcGlucHJveHkgdGVzdHMxIzAhBgNVBAMMGnBpbnByb3h5IGdvb2QgaW50ZXJtZWRpYXRlMHYwEAYHKoZIzj0CAQYFK4EEACIDYgAE+u6RJmdM2SpX9jfjez/Hgluwmcj6ol8DzpukwtOHyMh9PzVmyMEgV1k1mg7rb7R8NhQmjJbpxTwcevLrfg6mGemoc/pD9i97tlLj6lDwc8PuhpB7GL1/nmy7oR0ZXu+Wo2MwYTAPBgNVHRMBAf8EBTADAQH/MA4GA1UdDwEB/wQEAwIBBjAdBgNVHQ4EFgQUA5lWgxsswRoNJ/4faeCLVaGXZBEwHwYDVR0jBBgwFoAUZB8eJGUp3CEGxjCmcrTmS09hhSgwDQYJKoZIhvcNAQELBQADggIBAIb7MyGSH2bufb0eXmmhVkQxbylNqC3WkEZdbQR+JNJY1FR/Dqi7dEss/ddqffwJ3pbwAsWgk6LbcFkTwRukDwibxoq/RzqctfN5Hyh3/KH52y0Wea+iMe80NccCLxNc4FYFyNF3v7e+SQjnuQnkAE+AikIOFtnpa9LHBwAuXwKh3j3ZrMDgqbhQMuUVDJPC24vlcm0NHvvU0tVTs8bpUJ0LSjCvd0StVtfovgQIJjjwAGF1giD0/rq/SJ8uQX0xOk2qnfI4nQYG/IcmkZBjzoBtquUSxus4LIu5rxyerdrFSZv+agbB53Y+fHhAd/jGWDLxtBURU6BinG38dCoG5J/lDu1j1ygFPibrTVkVfGPr6Ybt0dnQK0BQSx+igmJcaKq85YYSSbRyh+MOb7RsXR/DcWi6tm5noyogWVDk8jF6jFA7eR5x8/j/3kEP/xlGwM4ynq0YHfUupnU7kZxFLvt3l6XwKWv1WMoA9n7qRBN4E/9s+HO3QbQOoSaQWv2dlW7qxgTIGebWp1x/3XxLAMfyRYNYZ/6phUhWJjRWY6wLZ5J6kBXUdcIZVUDeoXS9yrXaVnd4QfD4mFEE1iyj0N9Vw1XfI1fqNuNrw+qK+D6Hm4X7QHJqiuMGprxV64Vmw3iTy9SETHmTdaAzkDGRZ3QPayZqF5hIdkh9IfmgP+ps"],
+        client: """
+            FgMBAPYBAADyAwMzznS9PUiNdCEa9f/6xhDwVzYnsZZl5UauNVqbYq8I4iBT6JlE+lz/JkHQ7MsuWLuYWvCRLFiEsPyV7I8/
+            mv1IuAAIEwITAxMBAP8BAAChAAAAFgAUAAARYXBpLnBpbnByb3h5LnRlc3QACwAEAwABAgAKABYAFAAdABcAHgAZABgBAAEB
+            AQIBAwEEACMAAAAWAAAAFwAAAA0AHgAcBAMFAwYDCAcICAgJCAoICwgECAUIBgQBBQEGAQArAAMCAwQALQACAQEAMwAmACQA
+            HQAg0yZrYO8i27LpGwimLgCbLsBEYMXzctZsYnYk5i12hwIUAwMAAQE=
+            """,
+        server: """
+            FgMDAHoCAAB2AwP6BBKV/LDQoRqoWDvLTReH/6V9RK+WBZCO5XnqqqB3byBT6JlE+lz/JkHQ7MsuWLuYWvCRLFiEsPyV7I8/
+            mv1IuBMCAAAuACsAAgMEADMAJAAdACBqOkQPgKfYz8HvH9b8/0M6KRdqQ1C9dKgC+v7WothmOBQDAwABARcDAwAXiVqzYNIv
+            C9E07mTsyDn0nV8yWFvO/XcXAwMAPqQiGH/akN8Q0issTDbN6SBt1r6TlVkP3+MSbrRhIZft9WAHi96SvVMNrkIz18hs8Vs4
+            Rzi3uGZl7akjeCRPFwMDBiUkO0tNgrIlYplTR9bH9EAy/hBTnlvrTQGgeALumnr66vqH3+T0fewNYhDtTjvYm7AyBvfK2etz
+            Uz/or6/AbIOHs0/SzfvUXoRdrwPASPvI6oHZ/AF+zu9tckbcryaBVp9s9mRY1+4cL7n62MwNYqNADgBvy6xLbeNlU5NMAtW6
+            8QVv3t/bfP0GKfW6inV1LELAAbKinl60M3YBc0toBQP0tX0GVSMhEcNalilh+tBNwmiZ98bI68q/NxpmMXydMogFW4Ihrmud
+            zElnAqqng67QIxWkGbpIaJeiFrD7xNu8+PY0Ukzs+zmWLGTiez3PC8RsU24/ywGrEZRPfYkpp7xPdGiYLbk9vp1Tnrw23n4D
+            jNAgv+Uk+st8QUW9ClQEIi8ZATmSXp9AxZTHENNdrnd7jGQX2uzwSKTaQQ6DjQpYUlwMv9k3quS7Zaso4BzH8OpoP7Fan3Gv
+            QBEb1guu6Sb4tt2+5nt1tUvrVVT8KUDmgilPOZMGeq3XsgXhBMOiHBvjl4AveiHcJu/dp0AoQV60gJp37nBHDUpaIM0LyBbQ
+            17S8X4rNgqZKw8KmzKPgF6uLySZQDEQVaZWLgPqrdpidgsa1CgHRdE0Yd7jxf88SHRif94vnBSm1GfARpdVYW3q+ebdFhd7x
+            x+DIlTGVAlLfuy9+AsJYLVcm/ziVe/JfZ+zCnffpgOT07pfTb7PqVPNxRT3xHNi0kBMY/j/WJJfFTqnXTeNnQNt7OrC1rJKL
+            1W9PAxwcJm1OtaXHMZcdl7yfPTKPinCv8UwyPLtMyejQaBD6BZXBLKYKIrKC8KJVTJoZ9EwYSvAg5b7asNtlg3DzKeQBjXJ0
+            vyAW8gcCIzZCkp0Vy8MuzEwsib6iXdCoSnOpwQzJz0LNGg1ZwcC/r8NDWMCEdRBQlAbmYG5VxZ8ZJQJiplcVUM+hlMq1+Td/
+            DvNuWKJlplmcE1lHKXFLW8pwXETMGel45va1FRPe5542UXyOnDnldoO1qKeIm1deh6IKSOx+ve0iVIE37/TQ27u937H5Ayyi
+            EiPZEnbGv6xlLakEp03GkLrwFWPETKFMv0aYbHvpwMX5ryjFQ8VlPorKwQP0cqFR7qFUasV3dZMdDQl17JCfnRTknqIm5n4F
+            Ze9T+XdeTyUB/xjDG3pcU0kUqqd04yTw2R7XGaw5SjToxus+mbttXL0M2uuA7ZEv8LoWyCtM3d6XkHT7EsXANagFaWwLnRLm
+            Ymf24pcmd3EMvZ29RH/L26uIJv8ArOkxTDV/z+ryYfupQsrM/cci2EK7KZZ2aqdcADuWidpKwMUMag7lqHbl6HHLQ6GlUOi/
+            oyt/yWVybKbgbBLpl5BSkkHs88E8O6G6v64IE40zgNaoyKIXrInKcF6YV66fogxvDh45LxUSY7nXXHZWfjToEU5NrdRoULU4
+            URDx9mpBzuYaSbZQBhkLluZcmlH3VLC1td+d8TCCRLjhxBb3kv+xelRZp3idVVLFBFs/BqbMPIMEFq76GET6jaxmbWeVHiHp
+            FIKACVsDjlZx6nih/X917fsgFEW1f0GWlbzmkMD8n8rui/7rtEA7JOnKuDR4gwGQtMF1rlS4YDeFCJR2J1g+D5AhT4ZK9U/p
+            q/GAW+wW19atKOgsVs3ezgm3nwNd/xmbEcvPHwcla4+d397gKZv/NJE4rxRyyU5uq9Jh04Jl5qdPhokj0Q+3y9vQOFqjbeZ2
+            Kmh3rZovzOX/7NrjsU87I5aKXjnRwayKL8/AwVWNzq0Cz+uOQDe2e+D3gdd3fABz+L0ZGzwiaw+tX8atFy9Z5e1d/jRTEwYn
+            n37IUtt9CyPNasUzh60+O3cuJp4Ygy+hUiyzrrI7Kk5GwfKriM0JjRcT+Zk7u2fsVbfpTnZ9LMdoLpoYXnqPFhveYEPobyH/
+            PA0SeL4yFAp1+XP4A5KRVU9fkyBC01urJjvUJmRXC5L/VT2FuYtCuhCkXZdxiBuKu7cp4lLT3zMH4PInPiFPAhLRkMgwKp46
+            +9punA/BOa6NO7hFR1rZNNtl61mlarPiipnhFCzbVhvNH1cLpBHNvoclU37ojo79e1E7khPp9mACT7SeamFqoHjAa51zYopJ
+            SeUdEcePFwMDAGEJ+5RnDhxNeo2BbTLPiQocD/llwES85ko1rE9EhrEGiI1AA+eBXgc+hjYpBmB7YENtnwVdKD8U5mms49Ds
+            OBFn33U52AV9KU535V3y52XzL3ht27IjZXQB7kFEhEY+aXFPFwMDAEVulkmD7awVY0i1DVP0y6aaTUBD7hvramzooSbgZiEb
+            Mb7JIOtzpviIIbYIsKtOqBM2b52Rs/avUStM4c6bXojgTwUm/MsXAwMA+jGsKP63/EyU1U/cUPu6LhYl8RJXSjhCIV1JDylG
+            FE+FwkLC6adX28uZEg5s7zyl0bPneeyNGANgaBmPw0BxKQrMj983kZnsj+0M6QVasU2qCzrggK5XnbxNrBLqQu/R6/c1HwXA
+            9LzqVf22Kh3a2BpPibEYWgr02VEMypApSrX9ClhDSdb9N4aEeWrb/SGGQsgtNogi9W08ZnVp4j2Zvc2TviFZQHiaQwmrn6Fj
+            dEAL5zGmY5Ev0/lfGXdJGFb2A7RqPcVIyQjeySMsIKOFNUjrfUbTDPshIsJPQWLnC1iLivrIoc2+J3ZkpTOsceVY703gUGjO
+            1JU6QwQXAwMA+mBabXhfzpfiY+7ewAFzZ6QeuB3CDhJW9Y7lhwqD6NG+Ds7BTHYNNKphfCjDw1CWjiwYfPg2hufqAHleo6xh
+            twG7vGV8lTNmQlSJX3oIyHoexGp71uCU69v7TjSDOvd5sP411p50/VD1bwQSjYXX3weVjtXlFc3tFpPjQwisOokDVq2mUVGv
+            ZvxeVSf7lAI0J7lf6uc6DfBIwxSAArijyhUyyraYi43zamduDFGYayfYosWzxJqrFQE9vrZN2slljI5qBii0odW1v8nCfUuV
+            O7Z71Ub8YnIKpFFeWtuwMv0ExtKDqJCzIxK82Znl1WtiAm/u4KcgJSX1JFYXAwMR/Z8ySw1H09G/pMlD9NPWBeO/5Of71O+c
+            MQmNOsKLn1qHZfMzx5//B44KfLn0lwKfvHo3Nv91W78yYzdIaI5t4V8eYK5Gn734vdHcVgILb5NHMdXxkaTEYEvUcXj8qUVB
+            45lodPhLVF+pPwr5wDdZcVYe+cdBRJWQN7wDzOiaJb2NmS0fo88izxDCjQOpmm3UMg8XsjB4hp8ghTcmalw735slTK9mvlyE
+            XluDz/lkJaygF4GmkcFrRaqb+0NWq4mRf6mhFf4D06l25YHS106e3pzYYbops8Z4M7tdErwoyJeK5alJyT7YI76/MQhgGOmj
+            fcYV1uNDV+IKQoxQ62maWJSksZMEq9cmAn3a9U9iKUMqNU6HUwSDe7p5cy56sDhfjWGr5VZjjjrjfEs/AxSOs+ildJTbRA5X
+            DkFUUmNJrLsc/PjSF1kxj4hSMdp76fgIDNTUNjL/ELfQw2wWE5mjQiNzmYntj7niGlZz+3wlORj6cLG5YBAuhD5GuRsRNTab
+            BJk3dBE0TRgKnZNC1pQYPfD6ODM1OLiAFB4dHx7AJAOvChJ1wnsoBIqmypcl9wSVFfmsH5B0VOjbUO51YoWjcTALlMIrFCGO
+            7MRmKWaBApf3CSuy2KIgnjKTeg/GASJPKCsSUDIXfo3B3ASjOrCAwcdyPZfGJvyvlKIcDhV8TtVk/E3NamiKSqW9lB7ToeBh
+            Gi8MkLf19kWUlbZBFXqsdtuIA8zIgoPIotUm9CZmW2EKhsDMs4KD4eGddwxIYjv3iY8PJDkZdJ7/udEGjhZbYz2Q0F4P5Mj0
+            I9wpvQGd/EZioZPdNGyO/n+nLD21mpaobsyjxvCtE6yN8C55JDfkdmbaosZKUFnFxLga4pCheDxR0qsOfpEL2vefnbGRmRDD
+            YDPztn6ruQ9ejaHbDusn+hQ30O4uYW49zv5KO65vlXngMSg0lL29B+2E3uLLPvXDIBH4hl4QNLpjZDozlkSjiC8S4Fh6IMFb
+            JS7qiKcFjb8IrvGuKMib5jzyilGtvilMWM+AmShNqohN3JyCVoT+s/OdOCWIya2+jDIpytvEchg4rwB2ljtRrRMq9e6x15ZB
+            xns2Levu3PICAX/8bVcveAbiHyltsZ+VB6h6l4MwsBy+jfURXb9Y2SuU3W/ubENt5nSwiWeISgwGJ+6faU7eCQaRGr39PSJE
+            0F7NgYYpSY9Xurz7/flTbwrMO22Z/jzAdfR3qY4wFZ9L6mqehVLy5Zn9x7KUcDnlNU987rWrkGzcFQF5CJcUGGfXf0KCtU/c
+            Alta/3TefH43tabTu5VcoCGB8xmKxgae5YuFTLX2THkjEgA/WgMRM6PmeoNm96xoEW5kcRZNz86aFbV7DK0WWdNSm37XbmEw
+            3UuzHf9bsCKbzIV5oiRDJJxCTIku+SOBikjLDbgpXwb0URq6ig008wraxcjwk0WyTyiiktRVquG6+CtzJR/hU5YtuzWI6KlA
+            HgLGvXIlehYzEu71GoVAIHJyOKZWz+o6SqRIWUleQLD47xTWB5nxxQKThCCxTZAesh6g9AJH4PdTOTypAJa6XNuLBnEnrPIT
+            0yChLX2H62ELAl/QGbs8V2Y6cHM7b65lWHs7+iwvR9/k5n5UJJYu0zYfqpSL9C0wujwDHLce3N6H/xochXo0fJiHLu/t1kW3
+            ggTp8J15ZmPMwT8tGSApHBHFJy63wZuFZstHGY/n75hzC6VYXKmOjBCz7SdD2afS7q0fHxtGq+r68quqr8pzjSoMex7l8Ik1
+            ruW7NWXE0WEQNIiep8vBxhQ1xyefmHRM5v41z/dPpu0hpEq92QVC7/cS004Klkdb/5ZWWZNCNwttK/Hs8sH0l2fVYJFgDZbj
+            bXJyOncQ7alrDFF65PJ6QILdDFGo7nuNgfVfH/eNVAMP2ZvZ4bIyYtmjpNXkwYVLx0bLupbfDdat+pDF0gOKmc+Nn7ScSHVy
+            GL2GGK6IJTSoQMpq/4llA+wufbqCKUGoMzGndt/rxU67qwED5sEJ+CHRo5RHPQxQDxjXs/HVfCTpyJOKrAkiAC28NlKDf9hI
+            lHWoUa40sa9afju1Vr7KnCL4Cgi3eFJnzy0T2k20wc0klSIiYlskM2Ww5lJbPgHqjUnNOMc0NmglrrSLsv++nDZfeVW8ndmp
+            SmBO/iY3Ks42coNat5TZxw1GsuNmKFKz2r7MhSRSS+AD77uvrGkPpAadctGInjZP7AyXSQhTgkU9OvlaWOiqJKhn+ploqP7L
+            UCFv9Oy1d57ZHSvX7LVs5BuEJokAHIrnc7p/Zf1o2dRZf+ivVETEtqVLvFNDrbJ58oQalwdEv6C4DtZrSvXPyriDlUkw3uVI
+            P4ns9Ym/gnNYuVEAJfqoUtPhxDFC7sgkLvbTNOx39SFRqp2ASb6kphYoxVKxRpfQbrojd+0Az6WO243Q3SSdYjPU2VqGcVVi
+            ezdg+vFyx4YUkb7LUFzQyyCqhqU4hJacVNauUaCqlZNgfBSEaE6kdnYIB2JuLbqn199ZqtR8OtqbmPQr6jQAh1Mx6Wkkj7x6
+            b7CRC0tL0nR3ykaJIcmxztwgstOyTkYB0Q2Ewl2phkRUvdVMTJ2MP4Ky+phUkPUT3yZ61f55GfTpdUt4IfL5/uWHJEjYg/xA
+            03mzFPhxhO1fXX7l0qWmZdFKYGxp5TS7UEc1V2lAFqdj3LCOc/W0Du8wnfA8a+zq6bVxqEGbWwhFRZQq6cLAQr7d9yeDoVaH
+            8N4vZg8VghKd5bSykzdgP/NDLWkymsbBqdGKjBHCOLXUMTEKSJTVZz66cyQtEp0rQX4JOtImd+nOraqCcBYsiLUBQTh/NTCo
+            sKKGXZoD3eqab3wN5Cm86nhwbwy1WWM+nP+P5ZamPF5ASgj3r5NfxkeL2Y6uMV03szvrQej1fknmGdSU91WS6GQjpFN0bJqp
+            toKvldPIXopR9DcOnNG1DRESJoLg1S0Jo4yuTR4eD2gfGfFYnruBSk5mfbUsXS6wZtcNGQ2pn6H3QiqCy2yi85oecDjlwpsR
+            jvVq570yUpNMfxs7FUSqJQtHaXq6LCUB9ibL5xV5s4AHPIw6dC9zAAJNzoQvLYOrb/KFAOGWivkx7bY+v5YWwpQCXr8NjWxc
+            Vg5vjJyin2r4uI38p9+nizCUjhUZbp3eIYccywWx7a9J2P7m9i/nsTYXotctkjrikNunzlM5BoQHs6q8uAOsTEeXU8XOlg3W
+            a2XGp3EE10IvSTUvYWOcQufMd4yDqBduJ/vzk5hubqCSh+IjLJ5C5pMqhrDbtbTnWgvF5Lu9Yv6iVkC0g6ThvsTnkK3roF8h
+            /yBFGV+fuUv+TtO7VdrW9Nz5aG461VNkvJFyRuLguSLL4rpuQ7xfe90XCZ0KwySrEewhrY7IvdcQZ0GHWghp2Bd0Ni2mocdj
+            oTIzNLVqx16SR5kC1oG55+v/y+YuBZJ2H0l0gdtQnO/JRfipUwl2T2B8az3fATYHdNubvM4yek9FkilsftsRbPnDPjtHEt3S
+            i3jVAYFVBfJDgMiPGfSmoxJhcA1ll2hjKMIel6TPD8UXJtGNzll6tox6nTLaiWFTSBdnmMVU8VY6EINeAhEz81mq3M702luh
+            E4pYlDg7jM2rlnVBpeebyQbIpwBiHqW9ktT0xGhWx5gA/FzywLluvu/oDKkKTtMU4yIifLMpNVqH3WPqfennAOFmMgfTdWqy
+            9ikMd8K2tAHSXBeao8UJsPT9mSte30QLplFTonrrvisuqVx9cl70g0MgvSqkHMLRNSbPQjh1I2okNDZeWYXKsiVox1Mz5W6v
+            q0pIiPnS3Wi1Nq141+g7gXpbjx0rdx9dbAW24sM0iVhpiAOBaqXYrDUrOBQbVzWUUqhqsChQBbPNV+HeFkBznMKv9YkbDgt5
+            X9UvtkcqUFRBtOdfRBeecWL7EZRq63TH/V1ftZL+K40HkQ3HOIYHhyDAXyfwUyx5QUkoV9D7PqoXy/9eBnzLKhWXimziBODV
+            ZAOMe0G1wCeHtXb+unW5m0SDII7b9oM8enpfCQAdJ9JGrtialFmTXTzwolMYyVTECl9xmVlA8IDg8RX0+AJgo8dTdruu2SKV
+            VberXUImyVb81WrTdjYj4yqrJjFyZw+bwBRCoaOtrAGWwBJdom2Dw79mZLwYtvKEShsg5h07lXDJn22SyVGKhqALX1Ps0L/4
+            hmbLGhtyzlavdVYH2KE1wN8a9x9cy3jXn7YtfQHKzGrbwRYjC36Wjp5zmWem834RpXCMEzE7W2qWibAdREsEoP/NTyc2SQ9/
+            /czmm5ALvDlBPEV5Htqh4+r1gIUCEt4UIO3aTpsXnVy/62dS5lMp4d319jSKhAtuMhiq9yIhmBdiypC6CwwdtYC9Z2kIOWJd
+            +XTCWrh+Gkxb4ATIgmqcT2qoXFmWDT3w1IL705Fi9c+dxu9Wt5K0XNrdlG38NaXBA2IRChYg7RXv7hVLUnYYVvoXsxinb3sj
+            7Ob0n+Gv+1dTPSTMyax1Udb+p+Xs5HT6wB9BaBOpJTfHtEvw8tJYymnYoMIwBj4aQa5yHaQGIpHTcw0J5VQnMlCtgsU70Vqg
+            3hB2ed470O3y9s73vApZ6FGVu5+D9d3I/m2PjJ6Nd/7gzVvVPRfZjSTvDYiIKROgknFpsSgYpYUwSv/CzLHmAobyolVAOjxQ
+            1wu0rS7ZYJjwTDIEHefvAsrThbkyH7iWsBWP56/NJ0YMM3sHE2JhS6/6f+4XUEGVfzwAT9Y0v9dZpS147kZTNurgipMDcC7B
+            h0ojvvHDp69tsUYll+240CKM+9yUf7XbT974LWZo6j9VrCSj4shewTjZGAe6e07WU3cJ1tVGfhPdBuxDXgOMHmGDi2I5K6Ul
+            0HjGipcbBgodxHO0UOiy11HP9IiWhAlfE0vlBOcBzUYVqXzdAPDmcmwuIwNdVMAEnpBfYFaKXzFjBPpN8A1pPEyR/4rCxFf2
+            nRZD/DbWteX8YsrtR72ELM4FlKEAxZIuosbTVWt0JDOWYZTi3B2aQLs/r6As12SwUkR222rdxkDFk/CqQl0Tf6VoKJsZje9J
+            eHHIPyyVIdAF7clifNPuzUprbToLNb9/9LLmRXqB1fikdjOcsDjRt6R9jrqYzzXKJZZ+dTvIsbkbkE8+2zhx3FjRjiUwITVH
+            os7i16Wz4q/pQagnIHWs2IIHQumPerS2YVgFd4APb+KQl4+ruyg3UQzo/P2fM+/z9golcloITsLNcTaztRWfhThknfH/2W2+
+            EoothE2lO9GiPwWjjmCU5rGzM6y+Hog7cp6eg0VZQCJDNopaQ6cb1YRjJxzAnKNayVgL7E/u2nmwzzKAcLTBoAIbeYYUseCU
+            wYJxHF36jjhZm2gOUp4smytMSWV6Xi7GcUCkZ1H/dbo6bXKO36x5r/EptaenFw0P6zfbItJQLhvmiXrS8OlNLH8uAI7utXoQ
+            /JHKCYQheZ/wajm6oiemmSy3AvBulv3JUMVkPp3v2RYWN6i3QJR/en/5W0o9bt4nF4Ihm+KanceGC1TLSQwALSzSw4DtEX+k
+            0A6wK3ttTsBPUM0JUBdW/tzHTUg1M3GLzBEWZGNU3uxEOfEDZLPFleXbMIaDIo7FcQUW4V/GEKVJ2GoCfCz5oIlRtLG0iRXN
+            Z2MZ4wtWuC2O44v25yCLKUahwOoUZbADLLqsV6NnK3ykcRuGKnfDvFVo41EhSEr3K9WqphfY1l05R9YdtY6YT1MICQjNiKSG
+            2ZUqngfCQiX4YoqsUDTcdQJX5+2dgWBVG+1XDYu6E4LVhZRF9a0cerY3VJq5c7p0CSSY0xMr7n2uo0iRP8xX+GxQb7fOHpSV
+            38tYV3ueCUeX5F7rYszSa9frN3Ab8dCWA6EKta9WtnxWaC5Mh7ztqMvDLatNAo3fpX16855b0NX1pRjSGa1rq0SR8o9qGwkf
+            +9mp0zjL+g6MprpREgWxnK0LSm6JO3U2LudIydiDgJYeifYlE08Ol0eicV1obIkUNf6tpIXp8aHQbnP4C0YNHOXifnhJMzx0
+            idGe3Vyj78B0Zjq/0HQk+jzROcZbcqWxIBXTTk3ueCqnHYiYk5vMCOwfTRWfnSvcPJWMcsyw4VQNmh1Nr9gVwJOd8FQC7RPJ
+            LH43agBJrAxWThbcyagBny4FZVWF1ODm7Rpx4eWfInvUGN2hlGkkq2BufIbVIQ==
+            """,
+        handshakeSecret: "5341b473ad682916400efcab2298892e8129140f91a4de23c5c9816c939053bbf35c0dcc0ea9b3fc12b90b2575b1d3bb",
+        trafficSecret: "c5a8102faafb16669110b544e9c96bd43d8f905b89b202c7bd4e014ec6efeed38ed4529709dcd84b9b8e7f99dde1f524",
+        plaintextEnd: 133, flightEnd: 1849, scheme: 0x0403, certificateRequested: true, helloRetry: false,
+        tickets: ["815ce0e807af2b63ac0a3f3a3442553ab0865375599b212d94eb9e4bd376f368b55bec9ac2cf1a3bd01977beba3feab14dae73e23a6bce8e72a2e1104d9806fa9b307bf137e85b042fbaaeb25f68326f6e73dac805141dfd2640190e906e680c6772747da0eceac4986da19dd17788751ede83d2f76affeb90b50fffcc530ee55e78f3711d61a8bc1f12a87b57795f3807137c5f1cf561a283a52dd2dc3c1f36858095c192f7ec192947f5635a36f039ecfa92c5dbdb5fd0e2cb590c83f97e8fdee86dbfe0547a2fb7cff893720574eb", "815ce0e807af2b63ac0a3f3a3442553aa8a81bcfd02b0a023b8ed5bb56dfeb8c73cd7519d112c9cd73d863e30ad3e10153f8d8a9dce8530e722c9f5e752fc41e3f3fada2eebf09f3c9dc5121f501b579cab8651814fb7b0386fd81e12f06450a451ea37a795f20b68eebbf8f0dd1961c19fa295290201d13ecec628051acf3ffc7d635127cdf8e508ba30158fe603558f416f23dca1c0fa1e01e07f9a3a93e5f08cb206a5deae3152d8fcfefa2cc0a3f3fb0767480754c54754b84d4c22406c37ec92d4ef02d9869b0ea4e8e8aaeb368"],
+        resealed: """
+            FwMDBtyJWrNg0i8QId7cJJaqz+ZhFNMkkJzMXRswM9ixEb92LjYDgqiuSs4dIlqyXniKBIf49UJzijfYUFHhuVOSoG4pzQsU
+            L4Hhw1b6/BROdD1+RRN8zyvBb1k5ODHKzYnnac8hWt4JzcJxg6eLHChjYXwrsXfPvfEHuNAnmVioEYNoMeANkGnEhBZjo+QR
+            DvPAlM98BRjFXnzYPBwBDj/3e79GPBaAmk/qMp+o3mClnLEQ9JrkWoUAIDM8VOpviw+JZgwAvGHTVI8otCZNo9X4bjZOYaxe
+            khYvsPK9lMpkCEu7WsnYKG/vYQTOJt5koLscpKOr4QXwXElY8+KBmKon6m+bm95/QsbGOyVU1FmTFeeaS9gDwgTqLw+MVi/A
+            vVn5i+MeYP5NYLjtQ6B+PZe1Vo7IbvBijuoxDauhAhJ59xNRx4K53O1rq9aro5nKZYpuJvBloX3QdVCe5VFbv2sbYGjea6cE
+            AaM3dfHhJ50u3m3TD00fCCZO282Ca6CgAtLLne2s8/Tsn3/AbhfG/0T9p9q/eX7DzRWrSzGnEYQNXa1RzEy0hK4ydW5J4EKz
+            ck0ah0shrxFluXOkM7BncCSoFzscYhkhFqHhCb64tjXEWZGVaLKpVQq7LqQ54f+U1+Osuoz4JOEDVBOB9ZNKuLb7Tc+oJKqr
+            qVQEofvRmH0WfP/RC61wFM9fpU8nxHykg9gb2fwGF3JwvlwT8RT5q7GG/lVHN03l8aY9qqijab5Aol/SCJgsLDphjGfmpJpR
+            WZ7d2iiVQb41kabjgsQOk34B/L/9IaktwMpBVumUGQ9L1RdU+zZycrNnCqlVmajnWymDd8aq0A9ETEpy/w/E9G7l5u6JeueK
+            sUpm96twjU2K2Hj026eDkoN6kazgubqzPLUfljWRr36oHhYBEK32KpBKnrWfK4S3x7YKEa1BTsqrMXERZB8BkasQ+CbGyu9y
+            +mtHZ4RDiMxbViTNQKtKRtWBt7cFXPKAD6qP0+d9iMg+/vILAlmk5x/F56Y1DGcMl2egQXxUKjaCB/9mIAoV6dRVGpd7nK1I
+            K2f1QHFKQHhQhOjLN8fK2TLeyFB0MbepD110gKOV86YUKSIRh9VO4cnsz7Hnbwv61MQeLgWwOb3A4VHuqreMwimhgLvdw2O3
+            ECgSySmXbWbJXaJUlIUsLPJbS5DnfOFDSoqH4d3Sy772Jw0YIKDpZrvlW+9sknsGbgoDmxz8ICRejHrXaOZlnVHZsugQ0xft
+            e6GlDCvQT4sKCUpvNrljsPCXDoUWey9kBhpzgwEAO4K6PZrFzCD47ADxai5/WMlZzZxCKLNVnExE4Qr1znkfG5EuBZyq5CC/
+            LAoMPPjr80O1tA+mjlQ1yTj6c8tJwbbdJQ8IgHin7ttwwVK+i/r1p930bLS4LDeWH12wcjQHNpZ/Yta2OxDjDD2FEVfZndx2
+            ZhGuvgUoKmkNurNO5CQfZ5pHkV9p13YIl8a3Y2Ckn4+IX5Y5CMLUjU+dNoRlbJXshZumJk8Qa5WZ0vU87a/atCUW3KhCwafB
+            IVL7Cr6I6c1zHotAaIzWTZuWBuUPcHPq7Bv8U8ePyCrjKUxmBuKlMPu27nBcy/bor0Wa8o+cmT8/2hxQpEQScK4+uD3uZHSL
+            ClwnlVfJZ7pWyyjvIgQcloA23YVzoqd4a9psYKMI2eRWvRq62rEHt/KDww50FzyNIE4d+EMcHMDMiGtMl9kgbDB1ztvZ037T
+            CIimO1J5uYItXgmQJEOcWZZirBmEsrlhMYfacw8syRqwI/GP6ML/EL9tk9HNp/3YaGFWBjwINJb5ENodItPhLiVOAULvzSvy
+            sAb3c12JObguRml/0RKAVd32Ti/cBf5ViY/Lkrwx1uZthLx+c2oKPKjUFA1DeprjbuEUlqRTlo8MYZnLHQlw5zo1Yikqz1/S
+            qUdwDlxHWjROjUN0jSjubGZ498n5WH9+gXSXZSwB6Fsm+99CWH17SscEOZnFNic7eU4r2+gLwpP7GDIz1HOKtwedu/zrQ8dD
+            6D/655vinOJh7/0XX3z0sYKHVUKGKiYSAXV/h/Q9tfY7q0u0peOLdllCdKIjVe5FrtMSi7D2PAnd146A/gPBGZ6cuGCM90PU
+            /Udj3lyF9Pq+x10329vnpRboK2zCyMhfmFWagqWmpK5ftnekUlXOi0i3OPD5ozXiDjiCXg+OXAKdIeaKHlJ9pg4aRRIed85Q
+            WeRO2vQ3bfm5L3Wl2vnesB5cWM77ALtY0veRGvpxQfvl2VgPqQozocdWdyj7g5LC6bbo7i6ZeP2ZLt6mPFv01W7Ef8sp10fN
+            U9cCeL2pr5ZlHaNIie5iI0HaDphtdslBkEYLo7YJfcUs
+            """,
+        rogueSigned: """
+            FwMDBtyJWrNg0i8QId7cJJaqz+ZhFNMkkJzMXRswM9ixEb92LjYDgqiuSs4dIlqyXniKBIf49UJzijfYUFHhuVOSoG4pzQsU
+            L4Hhw1b6/BROdD1+RRN8zyvBb1k5ODHKzYnnac8hWt4JzcJxg6eLHChjYXwrsXfPvfEHuNAnmVioEYNoMeANkGnEhBZjo+QR
+            DvPAlM98BRjFXnzYPBwBDj/3e79GPBaAmk/qMp+o3mClnLEQ9JrkWoUAIDM8VOpviw+JZgwAvGHTVI8otCZNo9X4bjZOYaxe
+            khYvsPK9lMpkCEu7WsnYKG/vYQTOJt5koLscpKOr4QXwXElY8+KBmKon6m+bm95/QsbGOyVU1FmTFeeaS9gDwgTqLw+MVi/A
+            vVn5i+MeYP5NYLjtQ6B+PZe1Vo7IbvBijuoxDauhAhJ59xNRx4K53O1rq9aro5nKZYpuJvBloX3QdVCe5VFbv2sbYGjea6cE
+            AaM3dfHhJ50u3m3TD00fCCZO282Ca6CgAtLLne2s8/Tsn3/AbhfG/0T9p9q/eX7DzRWrSzGnEYQNXa1RzEy0hK4ydW5J4EKz
+            ck0ah0shrxFluXOkM7BncCSoFzscYhkhFqHhCb64tjXEWZGVaLKpVQq7LqQ54f+U1+Osuoz4JOEDVBOB9ZNKuLb7Tc+oJKqr
+            qVQEofvRmH0WfP/RC61wFM9fpU8nxHykg9gb2fwGF3JwvlwT8RT5q7GG/lVHN03l8aY9qqijab5Aol/SCJgsLDphjGfmpJpR
+            WZ7d2iiVQb41kabjgsQOk34B/L/9IaktwMpBVumUGQ9L1RdU+zZycrNnCqlVmajnWymDd8aq0A9ETEpy/w/E9G7l5u6JeueK
+            sUpm96twjU2K2Hj026eDkoN6kazgubqzPLUfljWRr36oHhYBEK32KpBKnrWfK4S3x7YKEa1BTsqrMXERZB8BkasQ+CbGyu9y
+            +mtHZ4RDiMxbViTNQKtKRtWBt7cFXPKAD6qP0+d9iMg+/vILAlmk5x/F56Y1DGcMl2egQXxUKjaCB/9mIAoV6dRVGpd7nK1I
+            K2f1QHFKQHhQhOjLN8fK2TLeyFB0MbepD110gKOV86YUKSIRh9VO4cnsz7Hnbwv61MQeLgWwOb3A4VHuqreMwimhgLvdw2O3
+            ECgSySmXbWbJXaJUlIUsLPJbS5DnfOFDSoqH4d3Sy772Jw0YIKDpZrvlW+9sknsGbgoDmxz8ICRejHrXaOZlnVHZsugQ0xft
+            e6GlDCvQT4sKCUpvNrljsPCXDoUWey9kBhpzgwEAO4K6PZrFzCD47ADxai5/WMlZzZxCKLNVnExE4Qr1znkfG5EuBZyq5CC/
+            LAoMPPjr80O1tA+mjlQ1yTj6c8tJwbbdJQ8IgHin7ttwwVK+i/r1p930bLS4LDeWH12wcjQHNpZ/Yta2OxDjDD2FEVfZndx2
+            ZhGuvgUoKmkNurNO5CQfZ5pHkV9p13YIl8a3Y2Ckn4+IX5Y5CMLUjU+dNoRlbJXshZumJk8Qa5WZ0vU87a/atCUW3KhCwafB
+            IVL7Cr6I6c1zHotAaIzWTZuWBuUPcHPq7Bv8U8ePyCrjKUxmBuKlMPu27nBcy/bor0Wa8o+cmT8/2hxQpEQScK4+uD3uZHSL
+            ClwnlVfJZ7pWyyjvIgQcloA23YVzoqd4a9psYKMI2eRWvRq62rEHt/KDww50FzyNIE4d+EMcHMDMiGtMl9kgbDB1ztvZ037T
+            CIimO1J5uYItXgmQJEOcWZZirBmEsrlhMYfacw8syRqwI/GP6ML/EL9tk9HNp/3YaGFWBjwINJb5ENodItPhLiVOAULvzSvy
+            sAb3c12JObguRml/0RKAVd32Ti/cBf5ViY/Lkrwx1uZthLx+c2oKPKjUFA1DeprjbuEUlqRTlo8MYZnLHQlw5zo1Yikqz1/S
+            qUdwDlxHWjROjUN0jSjubGZ498n5WH9+gXSXZSwB6Fsm+99CWH17SscEOZnFNic7eU4r2+gLwpP7GDIz1HOKtwedu/zrQ8dD
+            6D/655vinOJh7/0XX3z0sYKHVUKGKiYSAXV/h/Q9tfY7q0u0peOLdllCdKIjVe5FrtMSi7D2PAnd146A/gPBGZ6cuGCM90PU
+            /Udj3lyF9Pq+x10329vnpRboK2zCyMhfmFWagqWmpK5ftnekUlXOi0jb/3oAfjpT8cYNKvJyFLIKKiO78R8GfRks699l9HPr
+            DuRO2qDR9Bdk5qBl9eb9QqKZThMYdS+XWxDcrs70Y+Fwt9/kqQozocdWdyj7g5LC6bbo7i6ZeP2ZLt6mPFv01W7Ef8sp10fN
+            U9cCeL2pr5ZlHaNIie5iI0GwW3N9j6W+DU3JvHdROvdg
+            """,
+        rogueChain: """
+            FwMDAuuJWrNg0i8QId7cJJaqz+ZhFNMkkJzMXRswM9ixEb92LjYDgqiuSs4dIlqyXniKBIf49UJzijPXUFHlrlOS824pzVgU
+            L4GRw1b6/BROdCJmngUuVUedJ4RG0lGm+RxIs4eaWt4JzcJxg6eLHChjYWwrsXfPvfEHuNAnmVioEYNoMeANkGnEhBZjo9QR
+            PvPAlM98BQjHWHXdK1MLGHDkJPA1EU3Y3xuqbcr+gzLjytso7KXnXoIAIjM1Vuxoig7gJDMHvETVcLkZ2BJ1m+i6NAIOJvIx
+            2yNd1tTN7fdwSDrTKe6zUxredBHUfN081Pt2zdiHy3KZPlwYw/zi98N9Hkgt3/IKIb2YjTSq+lyVOGKQheG3zlmAKPiTSVTD
+            rk5MblHgVmjjP4ZD6zjp5YMXF80hrC4dRA175blZLSreVBUiSeU2e9qDCsU7uPCzJm8QNaI3I5VJIPn3gI6w5WHtQtG+WACH
+            mJOG3cfudIN0wn8tCrYYCBPu29CCa6CgKNfGUuOu+N3vPkrWbxeS0lD/qL+obnLC+zwsX1fUeZpMMsB0ozLI17BukgxcEji3
+            LEUEnhc+vgY7v3mvPhwAP3m9V080ESVSaNeYddP1vVj/3trLbnxw+Kui5BOOGmAn5CT39F3PXRI6/Kb6b9drdG35gqTeRz5X
+            PxxeAZPJdzo4HNT3zL9XtXmO8auvk9565/lt0dsO78eVjTgB+TkyExYk3gEyGzmF6fLMGW1OWB/I4d60EjvwItfOTa5344Pq
+            lvNeTTNeMAEafkZka3fkxtzrswDFPiRJ7PQxn5XES3DWLN+konXaDgL5r6QiKqXHpylJUqt4eNmMurThe00KM/t+DRXVU/kK
+            s2tmFo9EEedc8ij5xtrtBJ/Fg6NTHRc9uLDCIDtoAQ+1QkXToT1nvixFmy95BWqwEBm/KN5eQ9WUPoO0yOdeys5gUZ+6PgW3
+            olQSU44xf0wRNabIYAxoU58C+diEKnIPmTQz7GHsKDg=
+            """,
+        finishedAltered: """
+            FwMDBtyJWrNg0i8QId7cJJaqz+ZhFNMkkJzMXRswM9ixEb92LjYDgqiuSs4dIlqyXniKBIf49UJzijfYUFHhuVOSoG4pzQsU
+            L4Hhw1b6/BROdD1+RRN8zyvBb1k5ODHKzYnnac8hWt4JzcJxg6eLHChjYXwrsXfPvfEHuNAnmVioEYNoMeANkGnEhBZjo+QR
+            DvPAlM98BRjFXnzYPBwBDj/3e79GPBaAmk/qMp+o3mClnLEQ9JrkWoUAIDM8VOpviw+JZgwAvGHTVI8otCZNo9X4bjZOYaxe
+            khYvsPK9lMpkCEu7WsnYKG/vYQTOJt5koLscpKOr4QXwXElY8+KBmKon6m+bm95/QsbGOyVU1FmTFeeaS9gDwgTqLw+MVi/A
+            vVn5i+MeYP5NYLjtQ6B+PZe1Vo7IbvBijuoxDauhAhJ59xNRx4K53O1rq9aro5nKZYpuJvBloX3QdVCe5VFbv2sbYGjea6cE
+            AaM3dfHhJ50u3m3TD00fCCZO282Ca6CgAtLLne2s8/Tsn3/AbhfG/0T9p9q/eX7DzRWrSzGnEYQNXa1RzEy0hK4ydW5J4EKz
+            ck0ah0shrxFluXOkM7BncCSoFzscYhkhFqHhCb64tjXEWZGVaLKpVQq7LqQ54f+U1+Osuoz4JOEDVBOB9ZNKuLb7Tc+oJKqr
+            qVQEofvRmH0WfP/RC61wFM9fpU8nxHykg9gb2fwGF3JwvlwT8RT5q7GG/lVHN03l8aY9qqijab5Aol/SCJgsLDphjGfmpJpR
+            WZ7d2iiVQb41kabjgsQOk34B/L/9IaktwMpBVumUGQ9L1RdU+zZycrNnCqlVmajnWymDd8aq0A9ETEpy/w/E9G7l5u6JeueK
+            sUpm96twjU2K2Hj026eDkoN6kazgubqzPLUfljWRr36oHhYBEK32KpBKnrWfK4S3x7YKEa1BTsqrMXERZB8BkasQ+CbGyu9y
+            +mtHZ4RDiMxbViTNQKtKRtWBt7cFXPKAD6qP0+d9iMg+/vILAlmk5x/F56Y1DGcMl2egQXxUKjaCB/9mIAoV6dRVGpd7nK1I
+            K2f1QHFKQHhQhOjLN8fK2TLeyFB0MbepD110gKOV86YUKSIRh9VO4cnsz7Hnbwv61MQeLgWwOb3A4VHuqreMwimhgLvdw2O3
+            ECgSySmXbWbJXaJUlIUsLPJbS5DnfOFDSoqH4d3Sy772Jw0YIKDpZrvlW+9sknsGbgoDmxz8ICRejHrXaOZlnVHZsugQ0xft
+            e6GlDCvQT4sKCUpvNrljsPCXDoUWey9kBhpzgwEAO4K6PZrFzCD47ADxai5/WMlZzZxCKLNVnExE4Qr1znkfG5EuBZyq5CC/
+            LAoMPPjr80O1tA+mjlQ1yTj6c8tJwbbdJQ8IgHin7ttwwVK+i/r1p930bLS4LDeWH12wcjQHNpZ/Yta2OxDjDD2FEVfZndx2
+            ZhGuvgUoKmkNurNO5CQfZ5pHkV9p13YIl8a3Y2Ckn4+IX5Y5CMLUjU+dNoRlbJXshZumJk8Qa5WZ0vU87a/atCUW3KhCwafB
+            IVL7Cr6I6c1zHotAaIzWTZuWBuUPcHPq7Bv8U8ePyCrjKUxmBuKlMPu27nBcy/bor0Wa8o+cmT8/2hxQpEQScK4+uD3uZHSL
+            ClwnlVfJZ7pWyyjvIgQcloA23YVzoqd4a9psYKMI2eRWvRq62rEHt/KDww50FzyNIE4d+EMcHMDMiGtMl9kgbDB1ztvZ037T
+            CIimO1J5uYItXgmQJEOcWZZirBmEsrlhMYfacw8syRqwI/GP6ML/EL9tk9HNp/3YaGFWBjwINJb5ENodItPhLiVOAULvzSvy
+            sAb3c12JObguRml/0RKAVd32Ti/cBf5ViY/Lkrwx1uZthLx+c2oKPKjUFA1DeprjbuEUlqRTlo8MYZnLHQlw5zo1Yikqz1/S
+            qUdwDlxHWjROjUN0jSjubGZ498n5WH9+gXSXZSwB6Fsm+99CWH17SscEOZnFNic7eU4r2+gLwpP7GDIz1HOKtwedu/zrQ8dD
+            6D/655vinOJh7/0XX3z0sYKHVUKGKiYSAXV/h/Q9tfY7q0u0peOLdllCdKIjVe5FrtMSi7D2PAnd146A/gPBGZ6cuGCM90PU
+            /Udj3lyF9Pq+x10329vnpRboK2zCyMhfmFWagqWmpK5ftnekUlXOi0i3OPD5ozXiDjiCXg+OXAKdIeaKHlJ9pg4aRRIed85Q
+            WeRO2vQ3bfm5L3Wl2vnesB5cWM77ALtY0veRGvpxQfvl2VgPqQozocdWdyj7g5LC6bbo7i6ZeP2ZLt6mPFv01W7Ef8sp10fN
+            U9cCeL2pr5ZlHaNIie5iIkEpBvfR10FV7xi+kek0bgl/
+            """)
+}
