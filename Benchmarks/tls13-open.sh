@@ -18,7 +18,7 @@ for f in Sources/TLSInspection/*.swift; do
 done
 printf 'module CShims {\n    header "%s/Sources/CShims/include/CShims.h"\n    export *\n}\n' "$PWD" > "$work/cshims/module.modulemap"
 clang -c -O2 -I Sources/CShims/include Sources/CShims/CShims.c -o "$work/cshims.o"
-swiftc -O -parse-as-library -module-name TLS13Bench -I Sources/COpenSSL -I "$work/cshims" \
+swiftc -O -parse-as-library -module-name TLS13Bench -I Sources/COpenSSL -I Sources/CCompression -I "$work/cshims" \
   $(grep -L '^import Yams' Sources/PinPolicy/*.swift) "$work"/src/*.swift \
-  Tests/TestSupport/TLS13Vectors*.swift Benchmarks/tls13-open.swift "$work/cshims.o" -lssl -lcrypto -o "$work/tls13-open"
+  Tests/TestSupport/TLS13Vectors*.swift Benchmarks/tls13-open.swift "$work/cshims.o" -lssl -lcrypto -lz -lbrotlidec -lzstd -o "$work/tls13-open"
 "$work/tls13-open" "$rounds"
