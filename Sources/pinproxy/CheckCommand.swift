@@ -218,7 +218,7 @@ struct CheckCommand: ParsableCommand {
         case .concurrent:
             return true
         case .oneAtATime:
-            Output.out("\(prefix) serves one connection at a time (a second TLS connection got no answer until the first closed): every TLS 1.3 tunnel without a key log would be REFUSED: mirror_lost (the mirror check's connection waits behind the client's); add to the rule at line \(rule.line): mirror_checks: 0")
+            Output.out("\(prefix) serves one connection at a time (a second TLS connection got no answer until the first closed): every TLS 1.3 tunnel without a key log would be REFUSED: \(StreamReason.mirrorLost.code) (the mirror check's connection waits behind the client's); add to the rule at line \(rule.line): mirror_checks: 0")
             return rule.mode != .enforce
         case .undetermined(let why):
             Output.out("\(prefix) could not tell whether it answers a second connection while a first is open (\(why))")

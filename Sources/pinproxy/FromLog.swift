@@ -1,3 +1,4 @@
+import Foundation
 import PinPolicy
 
 /// `pinproxy pin --from-log`: a ready rule for every host whose verified chain pinproxy logged,
@@ -42,7 +43,7 @@ struct FromLog {
     mutating func add(_ record: [String: String]) {
         guard let event = record["event"], record["chain_verified"] == "true", let host = record["host"],
               let leaf = record["chain.0.spki"].flatMap({ try? Pin.parse($0).get() }) else { return }
-        let letThrough = event == "tunnel_allowed" || (event == "tunnel_bypassed" && record["bypass"] != "debug_bypass")
+        let letThrough = event == "tunnel_allowed" || (event == "tunnel_bypassed" && record["bypass"] != BypassBasis.debugBypass(until: .distantPast).code)
         guard letThrough else {
             if event == "tunnel_refused" || event == "tunnel_bypassed" { refused[host, default: 0] += 1 }
             return

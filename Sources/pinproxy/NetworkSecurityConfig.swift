@@ -336,7 +336,7 @@ enum NetworkSecurityConfigImport {
             // BackupRule: what check and the log will say of these pins, said where they are pasted.
             lines.append("    # The file does not say which of these is the server's key, which a CA's, nor which is the backup. If they are the")
             lines.append("    # server's key and its issuing CA's, every pin matches the one chain the server serves: no real backup, and")
-            lines.append("    # pinproxy check and the log say no_real_backup. Say at: leaf for the server's key and at: ca for a CA's")
+            lines.append("    # pinproxy check and the log say \(RuntimeWarning.noRealBackup.code). Say at: leaf for the server's key and at: ca for a CA's")
             lines.append("    # (backup: true on the CA if you accept it as the backup), or add a spare key kept offline.")
         }
         if let expires = rule.expires {

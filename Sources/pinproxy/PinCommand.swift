@@ -252,13 +252,13 @@ struct PinCommand: ParsableCommand {
         case .oneAtATime:
             Output.out("# \(seen.address) serves one connection at a time: a second TLS connection made while a first was open got no answer until the first closed.")
             Output.out("# pinproxy's mirror check opens a second connection beside each TLS 1.3 client's, so every TLS 1.3 tunnel to it without a key log")
-            Output.out("# would be refused mirror_lost; with mirror_checks: 0 those tunnels rest on pinproxy's own probe (verify=probe-only).")
+            Output.out("# would be refused \(StreamReason.mirrorLost.code); with mirror_checks: 0 those tunnels rest on pinproxy's own probe (verify=probe-only).")
             if let rule, rule.checksChain(under: policy), rule.mirrorChecks > 0 {
                 Output.out("# Add to the rule at line \(rule.line): mirror_checks: 0")
             }
             return true
         case .undetermined(let why):
-            Output.out("# Could not tell whether \(seen.address) answers a second connection while a first is open (\(why)); if its TLS 1.3 tunnels are refused mirror_lost, give its rule mirror_checks: 0.")
+            Output.out("# Could not tell whether \(seen.address) answers a second connection while a first is open (\(why)); if its TLS 1.3 tunnels are refused \(StreamReason.mirrorLost.code), give its rule mirror_checks: 0.")
             return false
         }
     }
@@ -304,7 +304,7 @@ struct PinCommand: ParsableCommand {
         let underInherited = ruleTrust == inherited ? ruleValidation : snapshot.validate(seen.presented, for: target, trust: inherited, pins: [])
         guard case .failed(let failure, _) = underInherited else { return (nil, nil) }
         if failure.reason == .hostnameMismatch {
-            return (nil, "# The certificate does not name \(target): no trust: setting makes a rule for it pass (hostname_mismatch).")
+            return (nil, "# The certificate does not name \(target): no trust: setting makes a rule for it pass (\(RefusalReason.hostnameMismatch.rawValue)).")
         }
         if ruleTrust != inherited, case .verified = ruleValidation {
             return (ruleTrust, "# The chain validates only under trust \(ruleTrust) (the rule's), not under defaults.trust \(inherited): the rule says trust: \(ruleTrust).")

@@ -1,4 +1,5 @@
 import Foundation
+import PinPolicy
 
 /// What one scrape reports: the `stats` line's values as they are (so the two never disagree),
 /// and what only the metrics have room for.
@@ -91,10 +92,10 @@ enum MetricsText {
                     help: "Pinned TLS 1.3 tunnels that resumed a session with no key-log line (verify=resumption-unverified).",
                     samples: [("", \.counters.unverifiedResumptions)]),
         StatsFamily(name: "pinproxy_mirrors_unavailable_total", kind: .counter,
-                    help: "Pinned TLS 1.3 tunnels whose mirror could not be made (verify=probe-only reason=mirror_unavailable).",
+                    help: "Pinned TLS 1.3 tunnels whose mirror could not be made (verify=probe-only reason=\(TunnelReason.mirrorUnavailable.rawValue)).",
                     samples: [("", \.counters.mirrorsUnavailable)]),
         StatsFamily(name: "pinproxy_tunnels_without_client_hello_total", kind: .counter,
-                    help: "Pinned tunnels closed because their client sent no ClientHello after the 200 (close_reason=client_hello_timeout or reclaimed).",
+                    help: "Pinned tunnels closed because their client sent no ClientHello after the 200 (close_reason=\(CloseCode.clientHelloTimeout.rawValue) or \(CloseCode.reclaimed.rawValue)).",
                     samples: [("", \.counters.withoutClientHello)]),
     ]
 

@@ -87,10 +87,10 @@ final class Session {
         guard let code = reason.closeCode, code.entry.level == nil else { return perform(machine.ended(reason)) }
         // One of thousands in a flood (the worker's summary line and the counters speak for them),
         // or a connection that never asked for anything: no line of its own (`ReasonTable`), as
-        // HAProxy's `dontlognull`. One still reading its request has nothing of ours to deliver: a reset frees
-        // its socket at once, without a FIN's round trip and the orphaned socket that waits for it
-        // (a kept plain-HTTP connection reaped between requests may still have an answer's end in
-        // the kernel: it gets a plain close).
+        // HAProxy's `dontlognull`. One still reading its request has nothing of ours to deliver: a
+        // reset frees its socket at once, without a FIN's round trip and the orphaned socket that
+        // waits for it (a kept plain-HTTP connection reaped between requests may still have an
+        // answer's end in the kernel: it gets a plain close).
         if case .readingRequest = machine.state { clientSide?.abortOnClose() }
         _ = machine.ended(reason)
         if reason == .silent { host.closedSilently() }
