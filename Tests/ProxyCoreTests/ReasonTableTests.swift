@@ -1,8 +1,8 @@
 import Foundation
 import Logging
-import PinPolicy
 import TestSupport
 import Testing
+@testable import PinPolicy
 @testable import ProxyCore
 
 /// The reason table (`ReasonTable.swift`) is the one place a reason's answer, hint, level and
@@ -50,15 +50,33 @@ import Testing
             text += "  hint with a rule: \(entry.hint(ruled))\n"
             text += "  plain hint: \(PlainLog.hint(for: Refusal(code, detail: ""), conn: 7, client: client))\n"
         }
-        for reason in StreamReason.all { text += "stream \(reason.code): \(reason.hint(ruled))\n" }
+        for reason in StreamReason.all {
+            text += "stream \(reason.code): mayBeLetThrough=\(reason.mayBeLetThrough); \(reason.hint(ruled))\n"
+        }
+        let evaluation = Evaluation(verdict: .refused(.pinMismatch), rule: rule, denylisted: nil, chainFailure: nil, warnings: [])
+        for reason in RefusalReason.allCases { text += "detail \(reason.rawValue): \(reason.detail(authority.target, evaluation))\n" }
         let date = Date(timeIntervalSince1970: 1_800_000_000)
         for warning in [RuntimeWarning.noRealBackup, .leafExpiresSoon(notAfter: date), .ruleExpired(date), .ruleExpiresSoon(date)] {
             text += "warning \(warning.code): \(warning.level) \(warning.hint(ruled) ?? "-")\n"
         }
-        for code in CloseCode.allCases { text += "close \(code.rawValue): \(code.entry.level.map { "\($0)" } ?? "no line") \(code.entry.counters)\n" }
-        for reason in TunnelReason.allCases { text += "tunnel \(reason.rawValue): \(reason.entry.level.map { "\($0)" } ?? "no line") \(reason.entry.counters)\n" }
+        // A counter by the `stats` key that reports it.
+        func counted(_ entry: OutcomeEntry) -> String {
+            entry.counters.map { counter in
+                let path: AnyKeyPath = (\StatsSample.counters).appending(path: counter)
+                return StatsSample.keys.first { $0.value as AnyKeyPath == path }?.name ?? (counter == \.closedByReload ? "policy_reloaded tunnels_closed" : "?")
+            }.joined(separator: ", ")
+        }
+        for code in CloseCode.allCases {
+            // A close with a line counts in `closed` too (`Counters.count`).
+            let counters = ((code.entry.level == nil ? [] : ["closed"]) + [counted(code.entry)]).filter { !$0.isEmpty }.joined(separator: ", ")
+            text += "close \(code.rawValue): \(code.entry.level.map { "\($0)" } ?? "no line"); counted in: \(counters)\n"
+        }
+        for reason in TunnelReason.allCases { text += "tunnel \(reason.rawValue): \(reason.entry.level.map { "\($0)" } ?? "no line"); counted in: \(counted(reason.entry))\n" }
         for outcome in ForwardOutcome.allCases { text += "forwarded \(outcome.rawValue): \(outcome.level)\n" }
-        if ProcessInfo.processInfo.environment["PINPROXY_WRITE_FIXTURE"] == "1" { try text.write(to: fixture, atomically: true, encoding: .utf8) }
+        if ProcessInfo.processInfo.environment["PINPROXY_WRITE_FIXTURE"] == "1" {
+            try text.write(to: fixture, atomically: true, encoding: .utf8)
+            Issue.record("the fixture was rewritten: read its diff, then run again without PINPROXY_WRITE_FIXTURE")
+        }
         let committed = try String(contentsOf: fixture, encoding: .utf8)
         let (got, want) = (text.split(separator: "\n", omittingEmptySubsequences: false), committed.split(separator: "\n", omittingEmptySubsequences: false))
         for (index, line) in got.enumerated() where index >= want.count || want[index] != line {
@@ -93,7 +111,7 @@ import Testing
         let sharing = Self.codes.filter { $0 != code && $0.entry.status == entry.status && $0.entry.phrase == entry.phrase }
         let named = Self.clientRows.contains { $0[2].contains("details=\"\(code.rawValue)\"") }
         #expect(Self.clientRows.contains { row in
-            row[1].contains("\(entry.status) \(entry.phrase)") && row[2].contains("`\(entry.proxyStatus)")
+            row[1].contains("\(entry.status) \(entry.phrase)") && row[2].contains("`\(entry.proxyStatus)`")
                 && (!named || row[2].contains("details=\"\(code.rawValue)\""))
         }, "docs/logs.md shows no row with \(entry.status) \(entry.phrase) and `\(entry.proxyStatus)` for \(code.rawValue)")
         if !sharing.isEmpty && !named {

@@ -238,7 +238,8 @@ extension CloseCode {
         // An open tunnel the operator's new policy refuses: the line carries the refusal's reason.
         case .policyReload:
             return OutcomeEntry(level: .warning, counters: [\.closedByReload])
-        // One of thousands in a flood: the worker's `silent_connections_reaped` speaks for them.
+        // One of thousands in a flood: the worker's `silent_connections_reaped` speaks for them, and
+        // the worker counts them as it reaps (no close line does: a level here would count twice).
         case .reaped:
             return OutcomeEntry(level: nil, counters: [\.silentReaped])
         // A connection that never sent a byte (it left, or stayed silent for `header_timeout`):
