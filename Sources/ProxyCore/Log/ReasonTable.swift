@@ -3,9 +3,9 @@ import PinPolicy
 
 // What each reason means to the client and to the operator, in one place per case. The codes are
 // PinPolicy's (`RefusalReason`, `NetworkRefusal`, `StreamReason`, `CloseCode`, `TunnelReason`,
-// `RuntimeWarning`); here each case gets its HTTP answer, hint, log level and counter. Every switch
-// is exhaustive, so a new code does not compile until it has its entry; `ReasonTableTests` checks
-// docs/logs.md against the table.
+// `RuntimeWarning`, `ForwardOutcome`); here each case gets what it decides of its HTTP answer, hint,
+// detail, log level and counters. Every switch is exhaustive, so a new code does not compile until it
+// has its entry; `ReasonTableTests` checks the table against a committed fixture and docs/logs.md.
 
 /// A refusal made before a tunnel opened: what the client is answered and what the operator is told.
 /// Its line is a warning (`tunnel_refused`, or `request_rejected` for a request pinproxy does not
