@@ -1,4 +1,5 @@
 import Foundation
+import ProxyCore
 
 /// How the tests start and end processes, so that none outlives its test — not a helper script, and
 /// not what the script started (`openssl s_server` under ccm_server.py, nginx under nginx_server.py).
@@ -89,7 +90,7 @@ public enum ChildProcesses {
         var groups: Set<pid_t> = []
         var atExitInstalled = false
     }
-    private static let noted = LockedValue(Book())
+    private static let noted = Locked(Book())
 }
 
 /// A process as /proc shows it, for the tests that check nothing is left behind.
@@ -156,21 +157,5 @@ public struct ProcessEntry: Sendable, Equatable, CustomStringConvertible {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
               let line = status.split(separator: "\n").first(where: { $0.hasPrefix("SigBlk:") }) else { return nil }
         return UInt64(line.dropFirst("SigBlk:".count).trimmingCharacters(in: .whitespaces), radix: 16)
-    }
-}
-
-/// A value behind an NSLock (a pthread mutex). Not `Synchronization.Mutex`: ThreadSanitizer cannot
-/// see its lock and reports every access from two threads as a race (the proxy's `Locked` says the
-/// same).
-final class LockedValue<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
     }
 }

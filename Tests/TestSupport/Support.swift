@@ -1,4 +1,5 @@
 import Foundation
+import ProxyCore
 
 /// Paths and process helpers shared by the test targets. Every process a test starts is bounded in
 /// time and stopped by the test, with what it started (`ChildProcesses`); all traffic stays on 127.0.0.1.
@@ -85,7 +86,7 @@ public func memoryDirectory() throws -> String {
 }
 
 /// What `memoryDirectory` made in this process.
-private let memoryDirectories = LockedValue<[String]>([])
+private let memoryDirectories = Locked<[String]>([])
 
 public func temporaryFile(_ text: String, name: String = "policy.yaml") throws -> String {
     let path = try temporaryDirectory() + "/" + name
