@@ -36,10 +36,11 @@ final class UpstreamDial {
          ticket: () -> MirrorBudget.Ticket, completion: @escaping (Outcome) -> Void) {
         self.loop = loop
         self.completion = completion
-        let total = addresses.count == 1 ? settings.connectTimeout : settings.connectTotalTimeout
         let hop = settings.upstreamProxy.map { ParentHop(parent: $0, target: authority) }
         let dialled = hop.map { [$0.parent.address] } ?? addresses.map { SocketAddress(ip: $0, port: authority.port) }
-        let perAddress = settings.connectTimeout, deadline = hop == nil ? total : settings.connectTotalTimeout
+        // One address of the server's: its own connect timeout; several, or the parent's CONNECT: the total.
+        let perAddress = settings.connectTimeout
+        let deadline = hop == nil && addresses.count == 1 ? settings.connectTimeout : settings.connectTotalTimeout
         let tunnelAt = Int.random(in: 0...mirrorCount)
         for index in 0...mirrorCount {
             guard index == tunnelAt else {
